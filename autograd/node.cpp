@@ -1,0 +1,91 @@
+#include "autograd/node.h"
+
+#include "autograd/autograd_meta.h"
+#include "core/backend.h"
+
+namespace kiln {
+namespace {
+std::atomic<uint64_t> g_sequence{0};
+std::atomic<int> g_hook_id{0};
+
+Tensor zeros_for(const Node::OutputMeta& m) {
+  Tensor z = empty_tensor(m.sizes, m.dtype, m.device);
+  backend(m.device).fill(z, 0.0);
+  return z;
+}
+}  // namespace
+
+int next_hook_id() { return ++g_hook_id; }
+
+Node::Node() : sequence_nr(g_sequence.fetch_add(1)) {}
+
+SavedTensor::SavedTensor(const Tensor& t, const char* op) : op_(op) {
+  if (!t.defined()) return;
+  data_ = t.detach();
+  version_ = t.version();
+}
+
+Tensor SavedTensor::get() const {
+  if (released_)
+    fail(op_, ": trying to run backward through the graph a second time (saved tensors were freed; "
+              "pass retain_graph=true to the first backward)");
+  if (data_.defined() && data_.version() != version_)
+    fail(op_, ": a tensor saved for backward was modified in place (version ", version_, " at save, now ",
+         data_.version(), "); use an out-of-place op instead");
+  return data_;
+}
+
+TensorList FunctionNode::apply(TensorList&& grads) {
+  if (!fn_)
+    fail(name_, ": trying to run backward through the graph a second time (saved tensors were freed; "
+                "pass retain_graph=true to the first backward)");
+  grads.resize(outputs.size());
+  for (size_t k = 0; k < grads.size(); ++k)
+    if (!grads[k].defined()) grads[k] = zeros_for(outputs[k]);
+  TensorList out = fn_(grads);
+  KILN_CHECK(out.size() == next_edges.size(), "internal: backward of ", name_, " returned ", out.size(),
+             " gradients for ", next_edges.size(), " inputs");
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].defined() || !next_edges[i].valid()) continue;
+    const Node& next = *next_edges[i].fn;
+    const uint32_t slot = next_edges[i].input_nr;
+    KILN_CHECK(slot < next.outputs.size() && out[i].sizes() == next.outputs[slot].sizes,
+               "internal: backward of ", name_, " produced a gradient of shape ", shape_str(out[i].sizes()),
+               " for input ", i, " of shape ",
+               slot < next.outputs.size() ? shape_str(next.outputs[slot].sizes) : std::string("?"));
+  }
+  return out;
+}
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  std::shared_ptr<TensorImpl> impl = leaf_.lock();
+  if (!impl || grads.empty() || !grads[0].defined()) return {};
+  Tensor leaf(impl);
+  AutogradMeta& meta = autograd_meta(leaf);
+  Tensor g = grads[0];
+  for (auto& [id, hook] : meta.leaf_hooks) {
+    Tensor r = hook(g);
+    if (r.defined()) g = r;
+  }
+  KILN_CHECK(g.sizes() == leaf.sizes(), "AccumulateGrad: gradient of shape ", shape_str(g.sizes()),
+             " for a leaf of shape ", shape_str(leaf.sizes()));
+  Backend& be = backend(leaf.device());
+  if (!meta.grad.defined()) {
+    // Own copy: the incoming gradient may be shared with other branches.
+    Tensor own = empty_tensor(leaf.sizes(), leaf.dtype(), leaf.device());
+    be.copy(own, g);
+    meta.grad = own;
+  } else {
+    Tensor add = g;
+    if (g.dtype() != meta.grad.dtype()) {
+      add = empty_tensor(g.sizes(), meta.grad.dtype(), g.device());
+      be.copy(add, g);
+    }
+    be.binary(BinaryOp::Add, meta.grad, meta.grad, add);
+    meta.grad.bump_version();
+  }
+  for (auto& [id, hook] : meta.post_accumulate_hooks) hook(leaf);
+  return {};
+}
+
+}  // namespace kiln

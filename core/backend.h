@@ -1,0 +1,119 @@
+// The device interface: the kernels every device provides. Ops (ops/) check
+// arguments, allocate outputs and record autograd; then call one of these on
+// backend(device). The CPU backend lives in core/cpu/, the CUDA one in cuda/;
+// without CUDA, backend(cuda) throws "built without CUDA".
+//
+// Conventions for every kernel:
+//  - `out` is allocated by the caller with the final shape and dtype; inputs
+//    arrive already broadcast (expanded, stride 0) to the shape the kernel
+//    expects and already cast to the compute dtype unless stated otherwise.
+//  - any operand may be non-contiguous unless stated; `out` may alias an
+//    input exactly (same storage, offset and strides) for elementwise kernels.
+//  - float16/bfloat16 compute in float32 (Note [Low-precision compute]).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/storage.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Relu, Gelu, GeluTanh, Abs, LogicalNot
+};
+
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // output dtype bool
+  // derivative helpers: (x, dy) -> dy * f'(x)
+  ReluBackward, GeluBackward, GeluTanhBackward,
+  // (y, dy) -> dy * f'(x) expressed through the output y
+  TanhBackward, SigmoidBackward,
+};
+
+bool is_comparison(BinaryOp op);
+
+enum class ReduceOp : uint8_t { Sum, Max, Min, Argmax };
+
+// Philox stream position for one random kernel call (Note [Random numbers]).
+struct PhiloxState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // call counter: each kernel call uses its own
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Allocator& allocator() = 0;
+
+  // dst <- src (same shape; dtype conversion allowed; both on this device).
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  // Copies between this device and the CPU (same shape and dtype, contiguous).
+  virtual void copy_from_cpu(const Tensor& dst, const Tensor& cpu_src) = 0;
+  virtual void copy_to_cpu(const Tensor& cpu_dst, const Tensor& src) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;
+  // out[i] = start + i * step, out 1-D contiguous.
+  virtual void arange(const Tensor& out, double start, double step) = 0;
+
+  // out = op(in); same shape; out dtype == in dtype (bool for LogicalNot).
+  virtual void unary(UnaryOp op, const Tensor& out, const Tensor& in) = 0;
+  // out = op(a, b); a, b, out same shape (broadcast done by caller) and same
+  // dtype, except comparisons write bool.
+  virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // out = cond ? a : b; cond bool, a/b/out same dtype, all same shape.
+  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+
+  // Reduces `in` over `dims` into `out`, which has in's shape with those dims
+  // set to 1 (keepdim form). Argmax writes int64 (first index of the maximum).
+  virtual void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Shape& dims) = 0;
+
+  // out(Bt, M, N) = a(Bt, M, K) @ b(Bt, K, N); a, b may be transposed views.
+  virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+
+  // Row-wise over the last dim of contiguous (R, C) tensors.
+  virtual void softmax(const Tensor& out, const Tensor& in, bool log) = 0;
+  // dx = y * (dy - sum(dy * y))  |  log: dx = dy - exp(y) * sum(dy)
+  virtual void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log) = 0;
+
+  // x (R, C) contiguous; weight/bias (C) or undefined; mean/rstd (R) float32
+  // (float64 for float64 x).
+  virtual void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                          const Tensor& weight, const Tensor& bias, double eps) = 0;
+  // dx (R, C) overwritten; dweight/dbias (C) overwritten when defined.
+  virtual void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                   const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& weight) = 0;
+
+  // logits (N, C) contiguous, target (N) int64. loss (N) per-row loss
+  // (0 where target == ignore_index), lse (N) logsumexp saved for backward.
+  // Label smoothing eps: loss = (1-eps) * nll + eps * mean_c(-logp_c).
+  virtual void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits,
+                             const Tensor& target, int64_t ignore_index, double smoothing) = 0;
+  // dlogits (N, C) = dloss_n * (softmax - smoothed one-hot), 0 for ignored rows.
+  virtual void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits,
+                                      const Tensor& lse, const Tensor& target, int64_t ignore_index,
+                                      double smoothing) = 0;
+
+  // out = in.index_select(dim, index); index 1-D int64, validated by caller.
+  virtual void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) = 0;
+  // out.index_add_(dim, index, src), deterministic (fixed summation order).
+  virtual void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) = 0;
+
+  // Random fills from Philox (Note [Random numbers]); out contiguous.
+  virtual void uniform(const Tensor& out, double lo, double hi, PhiloxState st) = 0;
+  virtual void normal(const Tensor& out, double mean, double std, PhiloxState st) = 0;
+  // out[i] = (u_i < p) for float p, written as 0/1 in out's dtype
+  virtual void bernoulli(const Tensor& out, double p, PhiloxState st) = 0;
+  virtual void randint(const Tensor& out, int64_t lo, int64_t hi, PhiloxState st) = 0;
+};
+
+// The backend for a device; kiln::Error "built without CUDA" (or "no CUDA
+// device") when it cannot exist.
+Backend& backend(Device device);
+Backend& cpu_backend();
+// cuda/ registers its backend at start-up through this hook.
+void register_cuda_backend(Backend* (*factory)(int device_index));
+
+}  // namespace kiln

@@ -1,0 +1,50 @@
+// CPU kernel bodies, one free function per Backend method (core/backend.h
+// documents the contract of each). CpuBackend (cpu_backend.cpp) forwards to them.
+#pragma once
+
+#include "core/backend.h"
+
+namespace kiln::cpu {
+
+// elementwise.cpp
+void copy(const Tensor& dst, const Tensor& src);
+void fill(const Tensor& dst, double value);
+void arange(const Tensor& out, double start, double step);
+void unary(UnaryOp op, const Tensor& out, const Tensor& in);
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// reduce.cpp
+void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Shape& dims);
+
+// gemm.cpp
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+// C(M,N) = A(M,K) @ B(K,N), float32, row-major with leading dims; the one place
+// that decides how float32 GEMM runs (OpenBLAS, chosen by bench/).
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float* C, int64_t ldc);
+void set_blas_threads(int n);
+
+// nn_kernels.cpp
+void softmax(const Tensor& out, const Tensor& in, bool log);
+void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log);
+void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                const Tensor& weight, const Tensor& bias, double eps);
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight);
+void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& target,
+                   int64_t ignore_index, double smoothing);
+void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits,
+                            const Tensor& lse, const Tensor& target, int64_t ignore_index, double smoothing);
+
+// index.cpp
+void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+
+// random.cpp
+void uniform(const Tensor& out, double lo, double hi, PhiloxState st);
+void normal(const Tensor& out, double mean, double std, PhiloxState st);
+void bernoulli(const Tensor& out, double p, PhiloxState st);
+void randint(const Tensor& out, int64_t lo, int64_t hi, PhiloxState st);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,250 @@
+// Neural-network ops with fused kernels: softmax, log_softmax, layer_norm,
+// cross_entropy; and composites: embedding (index_select + index_add backward)
+// and dropout (Philox mask). tests/test_nn_ops.cpp checks each fused kernel
+// against the same op composed from primitives.
+#include "ops/internal.h"
+
+namespace kiln {
+using namespace detail;
+
+namespace {
+
+// Moves `dim` last and makes the result contiguous: the (R, C) row layout the
+// row kernels take. Returns the permutation used (empty if none).
+Tensor rows_last(const Tensor& x, int64_t dim, Shape& perm) {
+  perm.clear();
+  if (dim == x.dim() - 1 || x.dim() == 0) return raw_contiguous(x);
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != dim) perm.push_back(i);
+  perm.push_back(dim);
+  Shape s, st;
+  for (int64_t d : perm) { s.push_back(x.size(d)); st.push_back(x.stride(d)); }
+  return raw_contiguous(make_tensor(x.storage(), s, st, x.offset(), x.dtype()));
+}
+
+Tensor undo_perm(const Tensor& y, const Shape& perm) {
+  if (perm.empty()) return y;
+  Shape inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  Shape s, st;
+  for (int64_t d : inv) { s.push_back(y.size(d)); st.push_back(y.stride(d)); }
+  return make_tensor(y.storage(), s, st, y.offset(), y.dtype());
+}
+
+Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  check_defined(x, name, "x");
+  KILN_CHECK(is_floating(x.dtype()), name, ": expected a floating-point tensor, got ", dtype_name(x.dtype()));
+  const int64_t dim = wrap_dim(dim_in, x.dim(), name);
+  Shape perm;
+  Tensor rows = rows_last(x, x.dim() == 0 ? 0 : dim, perm);
+  Tensor y_rows = empty_tensor(rows.sizes(), x.dtype(), x.device());
+  if (rows.numel() > 0) backend(x.device()).softmax(y_rows, rows.dim() == 0 ? raw_view(rows, {1}) : rows, log);
+  Tensor out = undo_perm(y_rows, perm);
+  if (should_record({x})) {
+    SavedTensor sy(y_rows, name);
+    record(name, {x}, {out}, [=](const TensorList& g) {
+      Shape p2;
+      Tensor dy = rows_last(g[0], x.dim() == 0 ? 0 : dim, p2);
+      Tensor y = sy.get();
+      Tensor dx = empty_tensor(y.sizes(), y.dtype(), y.device());
+      if (y.numel() > 0) backend(y.device()).softmax_backward(dx, y, raw_cast(dy, y.dtype()), log);
+      return TensorList{undo_perm(dx, perm)};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  check_defined(x, "layer_norm", "x");
+  KILN_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating-point tensor, got ", dtype_name(x.dtype()));
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  KILN_CHECK(k >= 1 && k <= x.dim(), "layer_norm: normalized_shape ", shape_str(normalized_shape),
+             " does not fit input of shape ", shape_str(x.sizes()));
+  int64_t C = 1;
+  for (int64_t i = 0; i < k; ++i) {
+    KILN_CHECK(x.size(x.dim() - k + i) == normalized_shape[static_cast<size_t>(i)], "layer_norm: normalized_shape ",
+               shape_str(normalized_shape), " does not match the trailing dims of input ", shape_str(x.sizes()));
+    C *= normalized_shape[static_cast<size_t>(i)];
+  }
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined()) {
+      KILN_CHECK(p->sizes() == normalized_shape, "layer_norm: weight/bias of shape ", shape_str(p->sizes()),
+                 " for normalized_shape ", shape_str(normalized_shape));
+      check_same_device(x, *p, "layer_norm");
+    }
+  KILN_CHECK(eps > 0, "layer_norm: eps must be positive, got ", eps);
+  const int64_t R = C == 0 ? 0 : x.numel() / C;
+  const DType stat = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  Tensor xr = raw_view(x, {R, C});
+  Tensor w = weight.defined() ? raw_contiguous(raw_cast(weight, x.dtype())) : Tensor();
+  Tensor b = bias.defined() ? raw_contiguous(raw_cast(bias, x.dtype())) : Tensor();
+  Tensor y = empty_tensor({R, C}, x.dtype(), x.device());
+  Tensor mean = empty_tensor({R}, stat, x.device()), rstd = empty_tensor({R}, stat, x.device());
+  if (R > 0 && C > 0) backend(x.device()).layer_norm(y, mean, rstd, xr, w, b, eps);
+  Tensor out = raw_view(y, x.sizes());
+  if (should_record({x, weight, bias})) {
+    const auto need = grad_mask({x, weight, bias});
+    SavedTensor sx(xr, "layer_norm"), sw(w, "layer_norm");
+    const Tensor m = mean, r = rstd;
+    const Shape xs = x.sizes();
+    const DType wd = weight.defined() ? weight.dtype() : x.dtype();
+    record("layer_norm", {x, weight, bias}, {out}, [=](const TensorList& g) {
+      Tensor xv = sx.get();
+      Tensor dy = raw_contiguous(raw_cast(raw_view(g[0], {R, C}), xv.dtype()));
+      Tensor dx = empty_tensor({R, C}, xv.dtype(), xv.device());
+      Tensor dw = need[1] ? empty_tensor({C}, xv.dtype(), xv.device()) : Tensor();
+      Tensor db = need[2] ? empty_tensor({C}, xv.dtype(), xv.device()) : Tensor();
+      backend(xv.device()).layer_norm_backward(dx, dw, db, dy, xv, m, r, sw.get());
+      return TensorList{need[0] ? raw_view(dx, xs) : Tensor(),
+                        need[1] ? raw_cast(raw_view(dw, normalized_shape), wd) : Tensor(),
+                        need[2] ? raw_cast(raw_view(db, normalized_shape), wd) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t> padding_idx) {
+  check_defined(weight, "embedding", "weight");
+  check_defined(ids, "embedding", "ids");
+  KILN_CHECK(weight.dim() == 2, "embedding: weight must be (num_embeddings, dim), got ", shape_str(weight.sizes()));
+  KILN_CHECK(is_integral(ids.dtype()), "embedding: ids must be int64 or int32, got ", dtype_name(ids.dtype()));
+  check_same_device(weight, ids, "embedding");
+  const int64_t V = weight.size(0), C = weight.size(1);
+  Tensor flat = raw_contiguous(raw_cast(reshape(ids.detach(), {-1}), DType::Int64));
+  if (flat.numel() > 0) {
+    const Tensor host = flat.device().is_cpu() ? flat : to_device(flat, kCPU);
+    const int64_t* p = host.data_ptr<int64_t>();
+    for (int64_t i = 0; i < host.numel(); ++i)
+      KILN_CHECK(p[i] >= 0 && p[i] < V, "embedding: id ", p[i], " at position ", i, " is out of range for ", V,
+                 " embeddings");
+  }
+  if (padding_idx) KILN_CHECK(*padding_idx >= 0 && *padding_idx < V, "embedding: padding_idx ", *padding_idx,
+                              " out of range for ", V, " embeddings");
+  Tensor rows = empty_tensor({flat.numel(), C}, weight.dtype(), weight.device());
+  if (rows.numel() > 0) backend(weight.device()).index_select(rows, raw_contiguous(weight), 0, flat);
+  Shape out_shape = ids.sizes();
+  out_shape.push_back(C);
+  Tensor out = raw_view(rows, out_shape);
+  if (should_record({weight})) {
+    const DType wd = weight.dtype();
+    const Device dev = weight.device();
+    record("embedding", {weight}, {out}, [=](const TensorList& g) {
+      Tensor gr = raw_contiguous(raw_view(g[0], {flat.numel(), C}));
+      if (padding_idx) {
+        Tensor keep = raw_view(ne(flat, static_cast<double>(*padding_idx)), {flat.numel(), 1});
+        gr = raw_contiguous(where(keep, gr, 0.0));
+      }
+      Tensor gw = raw_zeros({V, C}, wd, dev);
+      if (gr.numel() > 0) backend(dev).index_add(gw, 0, flat, raw_cast(gr, wd));
+      return TensorList{gw};
+    });
+  }
+  return out;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  check_defined(x, "dropout", "x");
+  KILN_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return mul(x, 0.0);
+  Tensor keep = bernoulli(x.sizes(), 1.0 - p, TensorOptions(x.dtype(), x.device()), gen);
+  return mul(x, mul(keep, 1.0 / (1.0 - p)));
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                     const std::string& reduction) {
+  check_defined(logits, "cross_entropy", "logits");
+  check_defined(target, "cross_entropy", "target");
+  KILN_CHECK(is_floating(logits.dtype()), "cross_entropy: logits must be floating-point, got ",
+             dtype_name(logits.dtype()));
+  KILN_CHECK(is_integral(target.dtype()), "cross_entropy: target must hold class indices (int64), got ",
+             dtype_name(target.dtype()));
+  KILN_CHECK(logits.dim() >= 1, "cross_entropy: logits need a class dim");
+  Shape lead(logits.sizes().begin(), logits.sizes().end() - 1);
+  KILN_CHECK(target.sizes() == lead, "cross_entropy: target of shape ", shape_str(target.sizes()),
+             " does not match logits ", shape_str(logits.sizes()), " (expected ", shape_str(lead), ")");
+  KILN_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none",
+             "cross_entropy: reduction must be 'mean', 'sum' or 'none', got '", reduction, "'");
+  KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
+             label_smoothing);
+  check_same_device(logits, target, "cross_entropy");
+  const int64_t C = logits.size(-1), N = target.numel();
+  Tensor t = raw_contiguous(raw_cast(reshape(target.detach(), {-1}), DType::Int64));
+  int64_t counted = 0;
+  {
+    const Tensor host = t.device().is_cpu() ? t : to_device(t, kCPU);
+    const int64_t* p = host.data_ptr<int64_t>();
+    for (int64_t i = 0; i < N; ++i) {
+      if (p[i] == ignore_index) continue;
+      KILN_CHECK(p[i] >= 0 && p[i] < C, "cross_entropy: target ", p[i], " at position ", i, " is out of range for ",
+                 C, " classes");
+      ++counted;
+    }
+  }
+  Tensor x = raw_contiguous(raw_view(logits, {N, C}));
+  Tensor loss = empty_tensor({N}, logits.dtype(), logits.device());
+  Tensor lse = empty_tensor({N}, logits.dtype(), logits.device());
+  if (N > 0) backend(logits.device()).cross_entropy(loss, lse, x, t, ignore_index, label_smoothing);
+  if (should_record({logits})) {
+    SavedTensor sx(x, "cross_entropy");
+    const Shape ls = logits.sizes();
+    record("cross_entropy", {logits}, {loss}, [=](const TensorList& g) {
+      Tensor xv = sx.get();
+      Tensor dl = empty_tensor({N, C}, xv.dtype(), xv.device());
+      if (N > 0)
+        backend(xv.device()).cross_entropy_backward(dl, raw_contiguous(raw_cast(g[0], xv.dtype())), xv, lse, t,
+                                                    ignore_index, label_smoothing);
+      return TensorList{raw_view(dl, ls)};
+    });
+  }
+  if (reduction == "none") return reshape(loss, lead);
+  Tensor total = sum(loss);
+  if (reduction == "sum") return total;
+  return div(total, static_cast<double>(counted));  // NaN when every target is ignored, as PyTorch
+}
+
+using S = std::vector<OpSample>;
+using L = TensorList;
+KILN_REGISTER_OP("softmax", true, [] {
+  return S{{"last dim", {sample_tensor({3, 5}, 90, -3, 3)}, [](const L& x) { return softmax(x[0], -1); }},
+           {"dim 0 of 3-D", {sample_tensor({4, 2, 3}, 91, -3, 3)}, [](const L& x) { return softmax(x[0], 0); }}};
+});
+KILN_REGISTER_OP("log_softmax", true, [] {
+  return S{{"last dim", {sample_tensor({3, 5}, 92, -3, 3)}, [](const L& x) { return log_softmax(x[0], 1); }},
+           {"dim 1 of 3-D", {sample_tensor({2, 4, 3}, 93, -3, 3)}, [](const L& x) { return log_softmax(x[0], 1); }}};
+});
+KILN_REGISTER_OP("layer_norm", true, [] {
+  return S{{"affine", {sample_tensor({3, 6}, 94), sample_tensor({6}, 95), sample_tensor({6}, 96)},
+            [](const L& x) { return layer_norm(x[0], {6}, x[1], x[2], 1e-5); }},
+           {"no affine, 2 dims", {sample_tensor({2, 3, 4}, 97)}, [](const L& x) { return layer_norm(x[0], {3, 4}); }}};
+});
+KILN_REGISTER_OP("embedding", true, [] {
+  // padding_idx deliberately breaks the true gradient; tests/test_nn_ops.cpp covers it.
+  return S{{"repeated ids", {sample_tensor({5, 3}, 98)}, [](const L& x) {
+              Tensor ids = tensor_from({1, 0, 3, 1, 4, 2}, {2, 3});
+              return embedding(x[0], ids);
+            }}};
+});
+KILN_REGISTER_OP("dropout", true, [] {
+  return S{{"p=0.3 fixed seed", {sample_tensor({4, 5}, 99)}, [](const L& x) {
+              Generator gen(1234);
+              return dropout(x[0], 0.3, true, &gen);
+            }}};
+});
+KILN_REGISTER_OP("cross_entropy", true, [] {
+  return S{{"mean, ignore_index", {sample_tensor({4, 5}, 100, -2, 2)}, [](const L& x) {
+              return cross_entropy(x[0], tensor_from({1, -100, 4, 0}), -100);
+            }},
+           {"label smoothing, 3-D, none", {sample_tensor({2, 3, 4}, 101, -2, 2)}, [](const L& x) {
+              return cross_entropy(x[0], tensor_from({0, 3, 2, 1, 1, 0}, {2, 3}), -100, 0.1, "none");
+            }}};
+});
+
+}  // namespace kiln

@@ -1,0 +1,184 @@
+// kiln's public ops: free functions on Tensors that check their arguments,
+// run the device kernel (core/backend.h) and record autograd history
+// (autograd/record.h). Each op's forward and backward live side by side in
+// one file of ops/, with its gradient-check samples (ops/op_registry.h):
+//   factory.cpp     empty zeros ones full arange rand randn randint bernoulli tensor
+//   elementwise.cpp add sub mul div neg pow exp log sqrt rsqrt tanh erf sigmoid
+//                   relu gelu abs maximum minimum where clamp masked_fill, comparisons
+//   reduce.cpp      sum mean max min argmax var
+//   view_ops.cpp    view reshape flatten permute transpose narrow slice select
+//                   expand squeeze unsqueeze
+//   copy_ops.cpp    contiguous clone to(dtype) to(device) and the in-place ops
+//   linalg.cpp      matmul linear
+//   nn_ops.cpp      softmax log_softmax layer_norm embedding dropout cross_entropy
+//   shape_ops.cpp   cat stack split chunk index_select
+// Shapes use B batch, T sequence, C channels, V vocabulary.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+struct TensorOptions {
+  std::optional<DType> dtype;  // default: float32 (int64 for integer arange/randint)
+  Device device = kCPU;
+  bool requires_grad = false;
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype(d) {}  // NOLINT
+  TensorOptions(Device dev) : device(dev) {}  // NOLINT
+  TensorOptions(DType d, Device dev) : dtype(d), device(dev) {}
+};
+
+// ---- factories ------------------------------------------------------------
+Tensor empty(const Shape& shape, TensorOptions opts = {});
+Tensor zeros(const Shape& shape, TensorOptions opts = {});
+Tensor ones(const Shape& shape, TensorOptions opts = {});
+Tensor full(const Shape& shape, double value, TensorOptions opts = {});
+Tensor scalar_tensor(double value, TensorOptions opts = {});
+Tensor arange(double end, TensorOptions opts = {});
+Tensor arange(double start, double end, double step = 1.0, TensorOptions opts = {});
+// Row-major values into `shape` (default: 1-D); converted to opts.dtype.
+Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, TensorOptions opts = {});
+Tensor tensor_from(const std::vector<int64_t>& values, const Shape& shape = {}, TensorOptions opts = {});
+Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);   // U[0, 1)
+Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);  // N(0, 1)
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
+Tensor bernoulli(const Shape& shape, double p, TensorOptions opts = {}, Generator* gen = nullptr);
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
+Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
+
+// ---- elementwise (NumPy broadcasting, PyTorch type promotion) --------------
+Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor abs(const Tensor& x);
+// approximate: "none" (exact, erf) or "tanh"
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// Comparisons give bool tensors and no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+Tensor logical_not(const Tensor& x);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// ---- reductions (dims may be negative; empty dims = all) -------------------
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+struct ValuesIndices {
+  Tensor values, indices;
+};
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x);  // over the flattened tensor
+// Variance with Bessel-style correction (1 = unbiased, like PyTorch's default).
+Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+
+// ---- views and copies --------------------------------------------------------
+Tensor view(const Tensor& x, const Shape& shape);       // -1 infers one size
+Tensor reshape(const Tensor& x, const Shape& shape);    // view when possible, else copy
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor expand(const Tensor& x, const Shape& shape);     // -1 keeps a size
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor to_dtype(const Tensor& x, DType dtype);
+Tensor to_device(const Tensor& x, Device device);
+
+// ---- linear algebra -----------------------------------------------------------
+// torch.matmul semantics: 1-D, 2-D and batched with broadcast batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x (..., in) @ weight(out, in)^T + bias(out)
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- neural-network ops ---------------------------------------------------------
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// Normalises over the last weight.dim() dims (or `normalized_dims` when no weight).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// weight (V, C), ids (...) int64/int32 -> (..., C). Rows equal to padding_idx get no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t> padding_idx = std::nullopt);
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+// logits (..., C), target (...) int64 -> scalar ("mean", "sum") or (...) ("none").
+// Classes are the LAST dim (Hugging Face's flattened layout).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0, const std::string& reduction = "mean");
+
+// ---- joining and indexing ----------------------------------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+
+// ---- helpers shared by ops ------------------------------------------------------------
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Sums g over broadcast dims so it has `shape` (the inverse of expand).
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+}  // namespace kiln
