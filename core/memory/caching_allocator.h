@@ -1,0 +1,206 @@
+// CachingAllocator: a stream-aware caching allocator over a DeviceMemory.
+//
+// Note [Caching allocator]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// Asking the device for memory (cudaMalloc) is slow and synchronising, so the
+// allocator reserves large *segments* from the device and hands out *blocks*
+// carved from them, keeping freed blocks cached for reuse.
+//
+// Sizes. A request of n bytes becomes a block of round_request(n) bytes: n
+// rounded up to a multiple of kMinBlockSize (512), at least 512. So every block
+// size and every block offset inside its segment is a multiple of 512.
+//
+// Pools. Blocks of <= kSmallRequestLimit (1 MiB) come from the small pool,
+// whose segments are kSmallSegmentSize (2 MiB). Larger blocks come from the
+// large pool, whose segments are kMediumSegmentSize (20 MiB) for blocks below
+// kLargeRequestThreshold (10 MiB) and the block size rounded up to a multiple
+// of kLargeSegmentRounding (2 MiB) otherwise (see segment_size_for()). A
+// segment never moves between pools or streams.
+//
+// Best fit, splitting, coalescing. Each pool keeps its free blocks ordered by
+// (stream, size, address); a request takes the smallest free block of its
+// stream and pool that is large enough. If the rest is big enough (small pool:
+// >= 512 bytes; large pool: > kMinLargeSplitRemainder = 1 MiB) the block is
+// split and the rest stays free; otherwise the whole block is handed out
+// (allocated bytes count whole blocks). The blocks of one segment form a list
+// in address order (prev/next); a freed block merges with free neighbours, so
+// a segment whose blocks are all free is one block again, which empty_cache()
+// and the out-of-memory retry can give back to the device.
+//
+// Stream-ordered reuse. Every allocation belongs to the stream it was made on
+// and its segment's blocks are only ever reused on that stream: work queued on
+// one stream runs in order, so a block freed (by the host) while kernels that
+// use it are still queued can be handed to the next allocation on the same
+// stream at once. If other streams used the block, record_stream(ptr, s) says
+// so: free() then records an event on each such stream and the block is reused
+// only once all those events have completed. Events are checked lazily, at the
+// start of allocate() and empty_cache() (stats() only reads).
+//
+// Host mode (Options::stream_bound = false, used by PinnedHostAllocator):
+// the host touches the memory directly, so blocks belong to no stream, and
+// every stream named by record_stream() - the default stream too - gets an
+// event on free that must complete before reuse.
+//
+// Out of memory. If the device has no memory for a new segment, every cached
+// whole-free segment is released and the reservation retried once; if that
+// fails too, allocate() throws kiln::OutOfMemoryError (requested, allocated,
+// reserved and device-free bytes in the message). State is unchanged by the
+// failure, so the process can carry on (for example with a smaller batch).
+//
+// Caching off (Options::caching = Disabled, or KILN_CACHING_ALLOCATOR=0 in the
+// environment when the allocator is built): every allocation is its own
+// segment of round_request(n) bytes, straight from the device, and every free
+// goes straight back (after its record_stream events, as above).
+//
+// Thread safety: every public method takes one mutex; the DeviceMemory is only
+// called under it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/memory/device_memory.h"
+
+namespace kiln::memory {
+
+inline constexpr std::size_t kMinBlockSize = 512;
+inline constexpr std::size_t kSmallRequestLimit = std::size_t{1} << 20;       // 1 MiB
+inline constexpr std::size_t kSmallSegmentSize = std::size_t{2} << 20;        // 2 MiB
+inline constexpr std::size_t kMediumSegmentSize = std::size_t{20} << 20;      // 20 MiB
+inline constexpr std::size_t kLargeRequestThreshold = std::size_t{10} << 20;  // 10 MiB
+inline constexpr std::size_t kLargeSegmentRounding = std::size_t{2} << 20;    // 2 MiB
+inline constexpr std::size_t kMinLargeSplitRemainder = std::size_t{1} << 20;  // 1 MiB
+// Requests above this are refused with OutOfMemoryError (no device has it).
+inline constexpr std::size_t kMaxRequest = std::size_t{1} << 48;  // 256 TiB
+
+// Block size for a request of `bytes` (bytes <= kMaxRequest).
+std::size_t round_request(std::size_t bytes);
+// Size of the segment reserved for a block of `block_size` = round_request(n) bytes.
+std::size_t segment_size_for(std::size_t block_size);
+
+// Snapshot of the allocator's counters. "Bytes" of blocks are block sizes
+// (rounded), except requested_bytes.
+struct AllocatorStats {
+  std::size_t allocated_bytes = 0;       // live blocks
+  std::size_t peak_allocated_bytes = 0;  // max of allocated_bytes since reset_peak_stats()
+  std::size_t requested_bytes = 0;       // sum of the byte counts asked for by live blocks
+  std::size_t reserved_bytes = 0;        // all segments held from the device
+  std::size_t peak_reserved_bytes = 0;
+  std::size_t cached_bytes = 0;          // free blocks ready for reuse
+  std::size_t pending_bytes = 0;         // freed blocks waiting on stream events
+  std::size_t largest_free_block = 0;    // largest block ready for reuse
+  std::size_t active_blocks = 0;         // live allocations
+  std::size_t free_blocks = 0;           // blocks ready for reuse
+  std::size_t pending_blocks = 0;        // freed blocks waiting on stream events
+  std::size_t segments = 0;              // segments held (small + large)
+  std::size_t small_segments = 0;
+  std::size_t large_segments = 0;
+  std::uint64_t allocations = 0;         // successful allocate() calls with bytes > 0
+  std::uint64_t frees = 0;               // free() calls with a live pointer
+  std::uint64_t device_reserves = 0;     // DeviceMemory::reserve() successes
+  std::uint64_t device_releases = 0;     // DeviceMemory::release() calls
+  std::uint64_t cache_flushes = 0;       // failed reservations retried after releasing the cache
+  std::uint64_t oom_errors = 0;          // OutOfMemoryError thrown
+
+  // (reserved - allocated) / reserved: the share of held device memory that
+  // backs no live allocation (cached, waiting on events, or lost to rounding
+  // of unsplit large blocks). 0 when nothing is reserved.
+  double fragmentation() const {
+    return reserved_bytes == 0 ? 0.0
+                               : static_cast<double>(reserved_bytes - allocated_bytes) /
+                                     static_cast<double>(reserved_bytes);
+  }
+};
+
+// "1.50 MiB" style rendering of a byte count (B, KiB, MiB, GiB, TiB).
+std::string format_bytes(std::size_t bytes);
+
+namespace detail {
+struct Block;
+struct BlockPool;
+}  // namespace detail
+
+class CachingAllocator {
+ public:
+  enum class Caching { FromEnvironment, Enabled, Disabled };
+  struct Options {
+    // FromEnvironment: KILN_CACHING_ALLOCATOR=0/false/off disables caching,
+    // 1/true/on or unset enables it; any other value is a kiln::Error.
+    Caching caching = Caching::FromEnvironment;
+    // true: blocks belong to their allocation stream (device memory);
+    // false: host mode, see Note [Caching allocator].
+    bool stream_bound = true;
+  };
+
+  explicit CachingAllocator(std::unique_ptr<DeviceMemory> device);
+  CachingAllocator(std::unique_ptr<DeviceMemory> device, Options options);
+  // Releases every segment, live blocks included: pointers from this
+  // allocator are invalid afterwards.
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // A block of at least `bytes` bytes usable on `stream` (ignored in host
+  // mode); nullptr for 0 bytes. Throws OutOfMemoryError when the device is
+  // full even after releasing the cache, kiln::Error on other device failures.
+  void* allocate(std::size_t bytes, Stream stream = kDefaultStream);
+  // Returns a block to the cache (or the device, caching off). nullptr is a
+  // no-op; a pointer not live in this allocator is a kiln::Error.
+  void free(void* ptr);
+  // Declares that work on `stream` uses the live block `ptr`: reuse after
+  // free() waits for that work (see Note). Same stream as the block's: no-op.
+  void record_stream(void* ptr, Stream stream);
+  // Releases every whole-free cached segment to the device.
+  void empty_cache();
+
+  AllocatorStats stats();
+  void reset_peak_stats();
+  // Several lines for a person: usage, peaks, pools, counters.
+  std::string memory_summary();
+
+  // Block size behind the live pointer `ptr` (a kiln::Error if not live).
+  std::size_t block_size(const void* ptr);
+  bool caching_enabled() const { return caching_; }
+  bool stream_bound() const { return stream_bound_; }
+  const std::string& device_name() const { return device_name_; }
+
+ private:
+  struct PendingEvent {
+    EventHandle event;
+    detail::Block* block;
+  };
+
+  detail::Block* take_free_block(detail::BlockPool& pool, Stream stream, std::size_t size);
+  detail::Block* reserve_segment(detail::BlockPool& pool, Stream stream, std::size_t size);
+  void split(detail::Block* block, std::size_t size);
+  void return_block(detail::Block* block);
+  void release_segment(detail::Block* block);
+  void release_cached_segments();
+  void process_events();
+  EventHandle acquire_event();
+  [[noreturn]] void throw_out_of_memory(std::size_t requested, Stream stream);
+  detail::Block* live_block(const void* ptr, const char* op);
+  AllocatorStats stats_locked() const;
+
+  std::unique_ptr<DeviceMemory> device_;
+  std::string device_name_;
+  bool caching_ = true;
+  bool stream_bound_ = true;
+
+  std::mutex mutex_;
+  std::unique_ptr<detail::BlockPool> small_pool_;
+  std::unique_ptr<detail::BlockPool> large_pool_;
+  std::unordered_map<const void*, detail::Block*> live_;  // ptr -> allocated block
+  std::map<const void*, detail::Block*> segments_;        // base ptr -> first block (stable)
+  std::vector<PendingEvent> pending_;                     // one per outstanding event
+  std::vector<EventHandle> spare_events_;                 // completed, ready to record again
+  AllocatorStats counters_;  // bytes and counts kept up to date incrementally
+};
+
+}  // namespace kiln::memory
