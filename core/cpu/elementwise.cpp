@@ -7,6 +7,7 @@
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/vec_math.h"
 
 namespace kiln::cpu {
 namespace {
@@ -76,20 +77,20 @@ void unary_typed(UnaryOp op, const StridedLoop<2>& L) {
   } else {
     switch (op) {
       case UnaryOp::Neg: return go([](A x) { return -x; });
-      case UnaryOp::Exp: return go([](A x) { return std::exp(x); });
+      case UnaryOp::Exp: return go([](A x) { return vexp(x); });
       case UnaryOp::Log: return go([](A x) { return std::log(x); });
       case UnaryOp::Sqrt: return go([](A x) { return std::sqrt(x); });
       case UnaryOp::Rsqrt: return go([](A x) { return A(1) / std::sqrt(x); });
-      case UnaryOp::Tanh: return go([](A x) { return std::tanh(x); });
-      case UnaryOp::Erf: return go([](A x) { return std::erf(x); });
-      case UnaryOp::Sigmoid: return go([](A x) { return A(1) / (A(1) + std::exp(-x)); });
+      case UnaryOp::Tanh: return go([](A x) { return vtanh(x); });
+      case UnaryOp::Erf: return go([](A x) { return verf(x); });
+      case UnaryOp::Sigmoid: return go([](A x) { return A(1) / (A(1) + vexp(-x)); });
       case UnaryOp::Relu: return go([](A x) { return x > A(0) ? x : A(0); });
       case UnaryOp::Abs: return go([](A x) { return std::abs(x); });
       case UnaryOp::Gelu:
-        return go([](A x) { return A(0.5) * x * (A(1) + std::erf(x * A(kSqrt1_2))); });
+        return go([](A x) { return A(0.5) * x * (A(1) + verf(x * A(kSqrt1_2))); });
       case UnaryOp::GeluTanh:
         return go([](A x) {
-          return A(0.5) * x * (A(1) + std::tanh(A(kSqrt2OverPi) * (x + A(0.044715) * x * x * x)));
+          return A(0.5) * x * (A(1) + vtanh(A(kSqrt2OverPi) * (x + A(0.044715) * x * x * x)));
         });
       case UnaryOp::LogicalNot: break;
     }
@@ -146,14 +147,14 @@ void binary_typed(BinaryOp op, const StridedLoop<3>& L) {
         case BinaryOp::ReluBackward: return go([](A x, A dy) { return x > A(0) ? dy : A(0); });
         case BinaryOp::GeluBackward:
           return go([](A x, A dy) {
-            const A cdf = A(0.5) * (A(1) + std::erf(x * A(kSqrt1_2)));
-            const A pdf = A(kInvSqrt2Pi) * std::exp(A(-0.5) * x * x);
+            const A cdf = A(0.5) * (A(1) + verf(x * A(kSqrt1_2)));
+            const A pdf = A(kInvSqrt2Pi) * vexp(A(-0.5) * x * x);
             return dy * (cdf + x * pdf);
           });
         case BinaryOp::GeluTanhBackward:
           return go([](A x, A dy) {
             const A k = A(kSqrt2OverPi), c = A(0.044715);
-            const A t = std::tanh(k * (x + c * x * x * x));
+            const A t = vtanh(k * (x + c * x * x * x));
             return dy * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * k * (A(1) + A(3) * c * x * x));
           });
         case BinaryOp::TanhBackward: return go([](A y, A dy) { return dy * (A(1) - y * y); });

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/cpu/cpu_kernels.h"
+#include "core/cpu/vec_math.h"
 #include "core/parallel.h"
 
 namespace kiln::cpu {
@@ -30,7 +31,7 @@ void softmax_rows(T* y, const T* x, int64_t R, int64_t C, bool log) {
       if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf row: exp() gives 0s, sum 0
       A sum = 0;
       for (int64_t c = 0; c < C; ++c) {
-        buf[c] = std::exp(static_cast<A>(xr[c]) - mx);
+        buf[c] = vexp(static_cast<A>(xr[c]) - mx);
         sum += buf[c];
       }
       if (log) {
@@ -56,7 +57,7 @@ void softmax_backward_rows(T* dx, const T* y, const T* dy, int64_t R, int64_t C,
       if (log) {
         for (int64_t c = 0; c < C; ++c) dot += static_cast<A>(gr[c]);
         for (int64_t c = 0; c < C; ++c)
-          dr[c] = static_cast<T>(static_cast<A>(gr[c]) - std::exp(static_cast<A>(yr[c])) * dot);
+          dr[c] = static_cast<T>(static_cast<A>(gr[c]) - vexp(static_cast<A>(yr[c])) * dot);
       } else {
         for (int64_t c = 0; c < C; ++c) dot += static_cast<A>(gr[c]) * static_cast<A>(yr[c]);
         for (int64_t c = 0; c < C; ++c)
@@ -164,7 +165,7 @@ void cross_entropy_rows(T* loss, T* lse_out, const T* logits, const int64_t* tar
         sum_x += static_cast<A>(x[c]);
       }
       A s = 0;
-      for (int64_t c = 0; c < C; ++c) s += std::exp(static_cast<A>(x[c]) - mx);
+      for (int64_t c = 0; c < C; ++c) s += vexp(static_cast<A>(x[c]) - mx);
       const A lse = mx + std::log(s);
       lse_out[n] = static_cast<T>(lse);
       if (target[n] == ignore) {
@@ -193,7 +194,7 @@ void cross_entropy_backward_rows(T* dlogits, const T* dloss, const T* logits, co
       const A g = static_cast<A>(dloss[n]), l = static_cast<A>(lse[n]);
       const A off = eps / static_cast<A>(C);
       for (int64_t c = 0; c < C; ++c) {
-        const A p = std::exp(static_cast<A>(logits[n * C + c]) - l);
+        const A p = vexp(static_cast<A>(logits[n * C + c]) - l);
         d[c] = static_cast<T>(g * (p - off - (c == target[n] ? A(1) - eps : A(0))));
       }
     }
