@@ -47,7 +47,7 @@ inline float tanh_f32(float x) {
   p = p * z + 1.33314422036e-1f;
   p = p * z - 3.33332819422e-1f;
   const float small = x + x * z * p;
-  const float big = 1.0f - 2.0f / (exp_f32(2.0f * (a < 9.0f ? a : 9.0f)) + 1.0f);
+  const float big = 1.0f - 2.0f / (exp_f32(2.0f * (a < 15.0f ? a : 15.0f)) + 1.0f);
   const float signed_big = x < 0 ? -big : big;
   return a < 0.625f ? small : signed_big;
 }
