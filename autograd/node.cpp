@@ -19,6 +19,21 @@ int next_hook_id() { return ++g_hook_id; }
 
 Node::Node() : sequence_nr(g_sequence.fetch_add(1)) {}
 
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> stack;
+  for (Edge& e : next_edges)
+    if (e.fn) stack.push_back(std::move(e.fn));
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (n.use_count() == 1) {  // last owner: take its children before it dies
+      for (Edge& e : n->next_edges)
+        if (e.fn) stack.push_back(std::move(e.fn));
+      n->next_edges.clear();
+    }
+  }
+}
+
 SavedTensor::SavedTensor(const Tensor& t, const char* op) : op_(op) {
   if (!t.defined()) return;
   data_ = t.detach();

@@ -50,7 +50,9 @@ using TensorHook = std::function<Tensor(const Tensor&)>;
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  // Releases the graph behind this node iteratively: a chain of 10^6 nodes
+  // must not recurse 10^6 destructors deep.
+  virtual ~Node();
   virtual std::string name() const = 0;
   // grads[k] is the gradient of output k (undefined when that output got none;
   // apply() treats it as zeros). Returns one gradient per next edge.

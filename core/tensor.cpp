@@ -57,8 +57,12 @@ TensorImpl& Tensor::impl() const {
   return *impl_;
 }
 
-int64_t Tensor::size(int64_t d) const { return impl().sizes[static_cast<size_t>(wrap_dim(d, dim(), "size"))]; }
+int64_t Tensor::size(int64_t d) const {
+  KILN_CHECK(dim() > 0, "size: a 0-dim tensor has no dimension ", d);
+  return impl().sizes[static_cast<size_t>(wrap_dim(d, dim(), "size"))];
+}
 int64_t Tensor::stride(int64_t d) const {
+  KILN_CHECK(dim() > 0, "stride: a 0-dim tensor has no dimension ", d);
   return impl().strides[static_cast<size_t>(wrap_dim(d, dim(), "stride"))];
 }
 
@@ -188,7 +192,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   const std::vector<double> v = t.to_vector<double>();
   os << "tensor(";
   if (t.dim() == 0) {
-    print_values(os, t.view({1}), v, 0, 0, {1}, false, 7);
+    std::ostringstream one;
+    print_values(one, t.view({1}), v, 0, 0, {1}, false, 7);
+    const std::string s = one.str();
+    os << s.substr(1, s.size() - 2);  // the value without its brackets
   } else {
     print_values(os, t, v, 0, 0, contiguous_strides(t.sizes()), t.numel() > kSummarizeAbove, 7);
   }

@@ -65,6 +65,8 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char*
   if (b.dim() == 0 && a.dim() > 0 && is_floating(a.dtype()) == is_floating(b.dtype()) &&
       (a.dtype() != DType::Bool || b.dtype() == DType::Bool))
     dt = a.dtype();
+  KILN_CHECK(!(dt == DType::Bool && op == BinaryOp::Sub), name,
+             ": subtracting bool tensors is not supported; cast them to an integer or floating type first");
   const bool needs_float = op == BinaryOp::Pow || op >= BinaryOp::ReluBackward;
   if (needs_float && !is_floating(dt)) dt = DType::Float32;
   if (op == BinaryOp::Div && !is_floating(dt)) dt = DType::Float32;  // true division, like PyTorch
@@ -76,6 +78,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char*
 
 Tensor unary_forward(UnaryOp op, const Tensor& x, const char* name, bool float_only = true) {
   check_defined(x, name, "x");
+  KILN_CHECK(float_only || x.dtype() != DType::Bool, name, ": not defined for bool tensors; cast first");
   const DType dt = float_only && !is_floating(x.dtype()) ? DType::Float32 : x.dtype();
   Tensor in = raw_cast(x, dt);
   Tensor out = empty_tensor(x.sizes(), dt, x.device());

@@ -36,6 +36,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
   check_defined(x, name, "x");
   KILN_CHECK(is_floating(x.dtype()), name, ": expected a floating-point tensor, got ", dtype_name(x.dtype()));
   const int64_t dim = wrap_dim(dim_in, x.dim(), name);
+  if (x.dim() == 0) return reshape(softmax_impl(reshape(x, {1}), 0, log), {});
   Shape perm;
   Tensor rows = rows_last(x, x.dim() == 0 ? 0 : dim, perm);
   Tensor y_rows = empty_tensor(rows.sizes(), x.dtype(), x.device());

@@ -51,6 +51,10 @@ Tensor mean(const Tensor& x, const Shape& dims_in, bool keepdim) {
   const Shape dims = reduce_dims(x, dims_in, "mean");
   int64_t count = 1;
   for (int64_t d : dims) count *= x.size(d);
+  // 16-bit floats: sum and divide in float32 (Note [Low-precision compute]),
+  // so a mean of many values cannot overflow float16's 65504.
+  if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)
+    return to_dtype(div(sum(to_dtype(x, DType::Float32), dims, keepdim), static_cast<double>(count)), x.dtype());
   return div(sum(x, dims, keepdim), static_cast<double>(count));
 }
 
