@@ -1,0 +1,239 @@
+// BERT forward passes. Shapes: B batch, T sequence, C hidden, NH heads,
+// HS head size, V vocabulary.
+#include "nn/bert.h"
+
+#include <cmath>
+#include <limits>
+
+namespace kiln::nn {
+
+Tensor activation(const Tensor& x, HiddenAct act) {
+  switch (act) {
+    case HiddenAct::Gelu: return gelu(x);
+    case HiddenAct::GeluTanh: return gelu(x, "tanh");
+    case HiddenAct::Relu: return relu(x);
+    case HiddenAct::Silu: return mul(x, sigmoid(x));
+    case HiddenAct::Tanh: return tanh(x);
+  }
+  fail("activation: unknown hidden_act");
+}
+
+BertEmbeddings::BertEmbeddings(const BertConfig& c) {
+  const double s = c.initializer_range;
+  word_embeddings = register_module("word_embeddings", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, c.pad_token_id, s));
+  position_embeddings = register_module("position_embeddings",
+                                        std::make_shared<Embedding>(c.max_position_embeddings, c.hidden_size, std::nullopt, s));
+  token_type_embeddings = register_module("token_type_embeddings",
+                                          std::make_shared<Embedding>(c.type_vocab_size, c.hidden_size, std::nullopt, s));
+  norm = register_module("LayerNorm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
+  drop = register_module("dropout", std::make_shared<Dropout>(c.hidden_dropout_prob));
+  register_buffer("position_ids", position_ids, arange(static_cast<double>(c.max_position_embeddings)).reshape({1, -1}));
+}
+
+Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) const {
+  KILN_CHECK(ids.defined() && ids.dim() == 2, "BertEmbeddings: input ids must be (batch, seq), got ",
+             ids.defined() ? shape_str(ids.sizes()) : std::string("undefined"));
+  const int64_t T = ids.size(1);
+  KILN_CHECK(T <= position_embeddings->weight.size(0), "BertEmbeddings: sequence length ", T,
+             " exceeds max_position_embeddings ", position_embeddings->weight.size(0));
+  Tensor pos = slice(position_ids, 1, 0, T);                                   // (1, T)
+  Tensor types = token_type_ids.defined() ? token_type_ids : zeros(ids.sizes(), TensorOptions(DType::Int64, ids.device()));
+  KILN_CHECK(types.sizes() == ids.sizes(), "BertEmbeddings: token_type_ids ", shape_str(types.sizes()),
+             " do not match input ids ", shape_str(ids.sizes()));
+  Tensor h = add(add(word_embeddings->forward(ids), position_embeddings->forward(pos)),
+                 token_type_embeddings->forward(types));                      // (B, T, C)
+  return drop->forward(norm->forward(h));
+}
+
+BertSelfAttention::BertSelfAttention(const BertConfig& c)
+    : heads(c.num_attention_heads), head_size(c.hidden_size / c.num_attention_heads) {
+  const double s = c.initializer_range;
+  query = register_module("query", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, s));
+  key = register_module("key", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, s));
+  value = register_module("value", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, s));
+  drop = register_module("dropout", std::make_shared<Dropout>(c.attention_probs_dropout_prob));
+}
+
+Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& mask_bias) const {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  auto split_heads = [&](const Tensor& t) { return t.view({B, T, heads, head_size}).transpose(1, 2); };  // (B, NH, T, HS)
+  Tensor q = split_heads(query->forward(x));
+  Tensor k = split_heads(key->forward(x));
+  Tensor v = split_heads(value->forward(x));
+  Tensor scores = mul(matmul(q, k.transpose(-1, -2)), 1.0 / std::sqrt(static_cast<double>(head_size)));  // (B, NH, T, T)
+  if (mask_bias.defined()) scores = add(scores, mask_bias);
+  Tensor probs = drop->forward(softmax(scores, -1));
+  Tensor ctx = matmul(probs, v);                                            // (B, NH, T, HS)
+  return ctx.transpose(1, 2).reshape({B, T, C});
+}
+
+BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& c) {
+  dense = register_module("dense", std::make_shared<Linear>(in, c.hidden_size, true, c.initializer_range));
+  norm = register_module("LayerNorm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
+  drop = register_module("dropout", std::make_shared<Dropout>(c.hidden_dropout_prob));
+}
+
+Tensor BertResidualOutput::forward(const Tensor& h, const Tensor& residual) const {
+  return norm->forward(add(drop->forward(dense->forward(h)), residual));
+}
+
+BertAttention::BertAttention(const BertConfig& c) {
+  self = register_module("self", std::make_shared<BertSelfAttention>(c));
+  output = register_module("output", std::make_shared<BertResidualOutput>(c.hidden_size, c));
+}
+
+Tensor BertAttention::forward(const Tensor& x, const Tensor& mask_bias) const {
+  return output->forward(self->forward(x, mask_bias), x);
+}
+
+BertIntermediate::BertIntermediate(const BertConfig& c) : act(c.activation()) {
+  dense = register_module("dense", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, true, c.initializer_range));
+}
+
+BertLayer::BertLayer(const BertConfig& c) {
+  attention = register_module("attention", std::make_shared<BertAttention>(c));
+  intermediate = register_module("intermediate", std::make_shared<BertIntermediate>(c));
+  output = register_module("output", std::make_shared<BertResidualOutput>(c.intermediate_size, c));
+}
+
+Tensor BertLayer::forward(const Tensor& x, const Tensor& mask_bias) const {
+  Tensor a = attention->forward(x, mask_bias);
+  return output->forward(intermediate->forward(a), a);
+}
+
+BertEncoder::BertEncoder(const BertConfig& c) {
+  layer = register_module("layer", std::make_shared<ModuleList<BertLayer>>());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(std::make_shared<BertLayer>(c));
+}
+
+Tensor BertEncoder::forward(const Tensor& x, const Tensor& mask_bias) const {
+  Tensor h = x;
+  for (const auto& l : layer->items) h = l->forward(h, mask_bias);
+  return h;
+}
+
+BertPooler::BertPooler(const BertConfig& c) {
+  dense = register_module("dense", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, c.initializer_range));
+}
+
+Tensor BertPooler::forward(const Tensor& h) const { return tanh(dense->forward(select(h, 1, 0))); }
+
+BertModel::BertModel(const BertConfig& c, bool add_pooling_layer) : config(c) {
+  config.validate();
+  embeddings = register_module("embeddings", std::make_shared<BertEmbeddings>(c));
+  encoder = register_module("encoder", std::make_shared<BertEncoder>(c));
+  if (add_pooling_layer) pooler = register_module("pooler", std::make_shared<BertPooler>(c));
+}
+
+BertOutputs BertModel::forward(const Tensor& ids, const Tensor& attention_mask, const Tensor& token_type_ids) const {
+  Tensor mask_bias;  // (B, 1, 1, T): 0 where attended, the dtype's lowest value where masked (as transformers)
+  if (attention_mask.defined()) {
+    KILN_CHECK(attention_mask.sizes() == ids.sizes(), "BertModel: attention_mask ", shape_str(attention_mask.sizes()),
+               " does not match input ids ", shape_str(ids.sizes()));
+    const Tensor& w = embeddings->word_embeddings->weight;
+    Tensor keep = ne(attention_mask, 0.0).view({ids.size(0), 1, 1, ids.size(1)});
+    mask_bias = where(keep, zeros({}, TensorOptions(w.dtype(), w.device())), static_cast<double>(std::numeric_limits<float>::lowest()));
+  }
+  Tensor h = encoder->forward(embeddings->forward(ids, token_type_ids), mask_bias);
+  return {h, pooler ? pooler->forward(h) : Tensor()};
+}
+
+Tensor mean_pool(const Tensor& hidden, const Tensor& attention_mask) {
+  Tensor m = to_dtype(attention_mask, hidden.dtype()).unsqueeze(-1);  // (B, T, 1)
+  Tensor total = sum(mul(hidden, m), {1});                              // (B, C)
+  Tensor count = clamp(sum(m, {1}), 1e-9, std::nullopt);               // (B, 1)
+  return div(total, count);
+}
+
+BertPredictionHeadTransform::BertPredictionHeadTransform(const BertConfig& c) : act(c.activation()) {
+  dense = register_module("dense", std::make_shared<Linear>(c.hidden_size, c.hidden_size, true, c.initializer_range));
+  norm = register_module("LayerNorm", std::make_shared<LayerNorm>(c.hidden_size, c.layer_norm_eps));
+}
+
+BertLMPredictionHead::BertLMPredictionHead(const BertConfig& c, std::shared_ptr<Embedding> tied)
+    : decoder(std::move(tied)) {
+  transform = register_module("transform", std::make_shared<BertPredictionHeadTransform>(c));
+  register_parameter("bias", bias, zeros({c.vocab_size}));
+}
+
+Tensor BertLMPredictionHead::forward(const Tensor& h) const {
+  return linear(transform->forward(h), decoder->weight, bias);
+}
+
+BertPreTrainingHeads::BertPreTrainingHeads(const BertConfig& c, std::shared_ptr<Embedding> tied, bool next_sentence) {
+  predictions = register_module("predictions", std::make_shared<BertLMPredictionHead>(c, std::move(tied)));
+  if (next_sentence)
+    seq_relationship = register_module("seq_relationship", std::make_shared<Linear>(c.hidden_size, 2, true, c.initializer_range));
+}
+
+namespace {
+// Rows of h (B, T, C) where labels (B, T) != -100, and those labels.
+std::pair<Tensor, Tensor> labelled_rows(const Tensor& h, const Tensor& labels) {
+  KILN_CHECK(labels.sizes() == Shape({h.size(0), h.size(1)}), "masked LM: labels ", shape_str(labels.sizes()),
+             " do not match hidden states ", shape_str(h.sizes()));
+  Tensor flat = labels.reshape({-1});
+  std::vector<int64_t> pos, lab;
+  const std::vector<int64_t> v = flat.to_vector<int64_t>();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] != -100) { pos.push_back(static_cast<int64_t>(i)); lab.push_back(v[i]); }
+  Tensor rows = index_select(h.reshape({-1, h.size(2)}), 0, tensor_from(pos, {static_cast<int64_t>(pos.size())}, TensorOptions(DType::Int64, h.device())));
+  return {rows, tensor_from(lab, {static_cast<int64_t>(lab.size())}, TensorOptions(DType::Int64, h.device()))};
+}
+}  // namespace
+
+BertForMaskedLM::BertForMaskedLM(const BertConfig& c) {
+  bert = register_module("bert", std::make_shared<BertModel>(c, false));
+  cls = register_module("cls", std::make_shared<BertPreTrainingHeads>(c, bert->embeddings->word_embeddings, false));
+}
+
+MaskedLMOutput BertForMaskedLM::forward(const Tensor& ids, const Tensor& attention_mask, const Tensor& token_type_ids,
+                                        const Tensor& labels) const {
+  Tensor h = bert->forward(ids, attention_mask, token_type_ids).last_hidden_state;
+  if (!labels.defined()) return {Tensor(), cls->predictions->forward(h)};
+  auto [rows, targets] = labelled_rows(h, labels);
+  Tensor logits = cls->predictions->forward(rows);  // (M, V)
+  return {cross_entropy(logits, targets), logits};
+}
+
+BertForPreTraining::BertForPreTraining(const BertConfig& c) {
+  bert = register_module("bert", std::make_shared<BertModel>(c, true));
+  cls = register_module("cls", std::make_shared<BertPreTrainingHeads>(c, bert->embeddings->word_embeddings, true));
+}
+
+PreTrainingOutput BertForPreTraining::forward(const Tensor& ids, const Tensor& attention_mask,
+                                              const Tensor& token_type_ids, const Tensor& mlm_labels,
+                                              const Tensor& next_sentence_label) const {
+  BertOutputs o = bert->forward(ids, attention_mask, token_type_ids);
+  PreTrainingOutput out;
+  out.nsp_logits = cls->seq_relationship->forward(o.pooler_output);
+  if (mlm_labels.defined()) {
+    auto [rows, targets] = labelled_rows(o.last_hidden_state, mlm_labels);
+    out.mlm_logits = cls->predictions->forward(rows);
+    out.mlm_loss = cross_entropy(out.mlm_logits, targets);
+    out.loss = out.mlm_loss;
+  } else {
+    out.mlm_logits = cls->predictions->forward(o.last_hidden_state);
+  }
+  if (next_sentence_label.defined()) {
+    out.nsp_loss = cross_entropy(out.nsp_logits, next_sentence_label.reshape({-1}));
+    out.loss = out.loss.defined() ? add(out.loss, out.nsp_loss) : out.nsp_loss;
+  }
+  return out;
+}
+
+BertForSequenceClassification::BertForSequenceClassification(const BertConfig& c, int64_t labels) : num_labels(labels) {
+  KILN_CHECK(labels >= 1, "BertForSequenceClassification: num_labels must be positive, got ", labels);
+  bert = register_module("bert", std::make_shared<BertModel>(c, true));
+  drop = register_module("dropout", std::make_shared<Dropout>(c.classifier_dropout.value_or(c.hidden_dropout_prob)));
+  classifier = register_module("classifier", std::make_shared<Linear>(c.hidden_size, labels, true, c.initializer_range));
+}
+
+ClassificationOutput BertForSequenceClassification::forward(const Tensor& ids, const Tensor& attention_mask,
+                                                            const Tensor& token_type_ids, const Tensor& labels) const {
+  Tensor logits = classifier->forward(drop->forward(bert->forward(ids, attention_mask, token_type_ids).pooler_output));
+  ClassificationOutput out{Tensor(), logits};
+  if (labels.defined()) out.loss = cross_entropy(logits, labels.reshape({-1}));
+  return out;
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,53 @@
+// Hugging Face model directories: config.json + model.safetensors (+ vocab.txt).
+//
+// Loading maps a transformers checkpoint onto kiln's module tree: legacy
+// LayerNorm.gamma/beta become weight/bias; a BertModel file ("embeddings.*")
+// loads into a task model ("bert.embeddings.*") and the reverse; the tied
+// decoder weight is absent from (or dropped from) the file and stays tied.
+// Missing base-model weights and any shape mismatch are errors; missing task
+// heads are reported (they keep their fresh initialisation, as transformers).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/bert.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+// Tensors of a safetensors file, copied into CPU tensors.
+std::map<std::string, Tensor> load_safetensors(const std::string& path);
+// Writes tensors (any device; copied to CPU) atomically.
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+struct LoadReport {
+  std::vector<std::string> new_heads;  // model tensors the file did not have (task heads)
+  std::vector<std::string> ignored;    // file tensors the model has no place for
+};
+
+// Loads weights from a state (file names) into `model`, mapping names as above.
+LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, const std::string& source);
+
+// Reads config.json from a model directory (kiln::Error naming a missing file).
+BertConfig load_config(const std::string& dir);
+
+// Builds M(config, args...) from dir/config.json and loads dir/model.safetensors.
+template <typename M, typename... Args>
+std::shared_ptr<M> from_pretrained(const std::string& dir, LoadReport* report = nullptr, Args&&... args) {
+  auto model = std::make_shared<M>(load_config(dir), std::forward<Args>(args)...);
+  LoadReport r = load_hf_state(*model, load_safetensors(dir + "/model.safetensors"), dir + "/model.safetensors");
+  if (report) *report = r;
+  return model;
+}
+
+// Writes dir/config.json and dir/model.safetensors (and copies vocab_file to
+// dir/vocab.txt when given) into a temporary sibling directory, then renames it
+// over `dir`, so a reader never sees a half-written directory.
+void save_pretrained(const Module& model, const BertConfig& config, const std::string& dir,
+                     const std::string& vocab_file = "");
+
+}  // namespace kiln::nn

@@ -1,0 +1,73 @@
+// Module: a tree of named parameters, buffers and submodules (as torch.nn).
+//
+// Invariants: names are unique within a module and contain no '.'; the full
+// name of a tensor is the dot-joined path ("encoder.layer.0.output.dense.weight").
+// Parameters and buffers are registered by pointer to the member Tensor that
+// holds them, so to(), load_state_dict() and tying replace the member itself;
+// a Module therefore cannot be copied or moved once registered.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+
+namespace kiln::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  NamedTensors named_parameters() const;  // recursive, registration order
+  NamedTensors named_buffers() const;
+  std::vector<Tensor> parameters() const;
+  // Parameters and buffers by full name (what a checkpoint holds).
+  NamedTensors state_dict() const;
+  // Copies values in. Missing, unexpected and mis-shaped keys are one
+  // kiln::Error listing them all; with strict = false, missing and unexpected
+  // keys are returned instead of thrown (shape mismatches always throw).
+  struct LoadResult {
+    std::vector<std::string> missing, unexpected;
+  };
+  LoadResult load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad();
+  // Moves (and/or casts floating tensors of) every parameter and buffer.
+  void to(Device device);
+  void to(DType dtype);
+  int64_t num_parameters() const;
+
+  // Visits (full name, member tensor) for parameters then buffers.
+  void for_each_tensor(const std::function<void(const std::string&, Tensor&, bool is_param)>& fn,
+                       const std::string& prefix = "");
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor& member, Tensor value);
+  Tensor& register_buffer(const std::string& name, Tensor& member, Tensor value);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+  void check_name(const std::string& name) const;
+
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace kiln::nn

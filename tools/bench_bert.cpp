@@ -1,0 +1,51 @@
+// `kiln bench forward`: BERT encoder forward (no grad) on CPU at a preset
+// shape, to set beside bench/bert_forward_torch.py in the same run.
+// Prints: bench forward shape=NAME batch=B seq=S step_s=SECONDS tokens_per_s=N
+#include <cstdio>
+
+#include "kiln.h"
+#include "nn/bert.h"
+#include "tools/bench.h"
+
+namespace kiln::tools {
+namespace {
+
+struct ForwardOptions {
+  std::vector<std::string> shapes{"bert-base"};
+  int64_t batch = 8, seq = 128;
+  int steps = 5;
+  int threads = 0;
+};
+
+int run_forward(const ForwardOptions& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  for (const std::string& shape : o.shapes) {
+    BertConfig c = BertConfig::preset(shape);
+    c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.0;
+    manual_seed(0);
+    nn::BertModel model(c, false);
+    model.eval();
+    Tensor ids = randint(0, c.vocab_size, {o.batch, o.seq});
+    Tensor mask = ones({o.batch, o.seq}, TensorOptions(DType::Int64));
+    NoGradGuard no_grad;
+    const double t = median_seconds([&] { model.forward(ids, mask); }, o.steps, 1);
+    std::printf("bench forward shape=%s batch=%lld seq=%lld step_s=%.4f tokens_per_s=%.0f\n", shape.c_str(),
+                static_cast<long long>(o.batch), static_cast<long long>(o.seq), t,
+                static_cast<double>(o.batch * o.seq) / t);
+  }
+  return 0;
+}
+
+const BenchRegistrar reg("forward", [](CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("forward", "BERT encoder forward pass on CPU (no grad)");
+  auto o = std::make_shared<ForwardOptions>();
+  cmd->add_option("--shape", o->shapes, "bert-tiny | bert-mini | bert-small | bert-base (repeatable)");
+  cmd->add_option("--batch", o->batch, "batch size")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", o->seq, "sequence length")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", o->steps, "timed steps (median)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o->threads, "threads (default: all cores)");
+  return [o] { return run_forward(*o); };
+});
+
+}  // namespace
+}  // namespace kiln::tools
