@@ -91,9 +91,11 @@ def main():
         h = bert_forward(W, cfg, ids, mask, types)
         m = mask[..., None].to(h.dtype)
         pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    tmp = f"{args.out}.tmp-{os.getpid()}"  # atomic: parallel test processes may race
     save_file({"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy(),
                "last_hidden_state": h.float().numpy(), "mean_pooled": pooled.float().numpy()},
-              args.out, metadata={"model_dir": d, "sentences": str(len(sentences))})
+              tmp, metadata={"model_dir": d, "sentences": str(len(sentences))})
+    os.replace(tmp, args.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,236 @@
+// Each fused neural-network kernel against the same op composed from
+// primitives, forward and gradients (in float32 and float64); embedding's
+// padding_idx; dropout's statistics and determinism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "tests/test_util.h"
+
+namespace kiln {
+namespace {
+using testing::all_close;
+using testing::values;
+using F64 = std::vector<double>;
+using Fn = std::function<Tensor(const TensorList&)>;
+
+struct Result {
+  Tensor out;
+  TensorList grads;  // one per floating input; zeros when none flowed
+};
+
+// Runs f on fresh leaf copies of `inputs` and backpropagates sum(f(...) * v)
+// for a fixed random v.
+Result run(const Fn& f, const TensorList& inputs) {
+  TensorList leaves;
+  for (const Tensor& x : inputs) {
+    Tensor l = x.clone().detach();
+    if (l.is_floating_point()) l.set_requires_grad(true);
+    leaves.push_back(l);
+  }
+  Tensor y = f(leaves);
+  Generator g(777);
+  Tensor v = randn(y.sizes(), y.dtype(), &g);
+  sum(y * v).backward();
+  Result r{y.detach(), {}};
+  for (const Tensor& l : leaves)
+    if (l.is_floating_point()) r.grads.push_back(l.grad().defined() ? l.grad() : zeros_like(l));
+  return r;
+}
+
+double tol_of(DType dt) { return dt == DType::Float64 ? 1e-12 : 2e-5; }
+
+void expect_same(const Fn& fused, const Fn& composed, const TensorList& inputs, DType dt) {
+  const Result a = run(fused, inputs), b = run(composed, inputs);
+  EXPECT_EQ(a.out.dtype(), b.out.dtype());
+  EXPECT_TRUE(all_close(a.out, b.out, tol_of(dt), tol_of(dt))) << "forward";
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i)
+    EXPECT_TRUE(all_close(a.grads[i], b.grads[i], tol_of(dt), tol_of(dt))) << "gradient of input " << i;
+}
+
+Tensor rnd(const Shape& s, uint64_t seed, DType dt, double scale = 1.0) {
+  Generator g(seed);
+  return randn(s, dt, &g) * scale;
+}
+
+const std::vector<DType> kFloatTypes = {DType::Float32, DType::Float64};
+
+TEST(NnOps, SoftmaxMatchesComposition) {
+  for (DType dt : kFloatTypes)
+    for (int64_t d : {-1, 0, 1}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " dim " + std::to_string(d));
+      auto composed = [d](const TensorList& x) {
+        Tensor m = amax(x[0].detach(), {d}, true);
+        Tensor e = exp(x[0] - m);
+        return e / sum(e, {d}, true);
+      };
+      expect_same([d](const TensorList& x) { return softmax(x[0], d); }, composed, {rnd({4, 5, 6}, 1, dt, 3.0)},
+                  dt);
+    }
+}
+
+TEST(NnOps, LogSoftmaxMatchesComposition) {
+  for (DType dt : kFloatTypes)
+    for (int64_t d : {-1, 0}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " dim " + std::to_string(d));
+      auto composed = [d](const TensorList& x) {
+        Tensor m = amax(x[0].detach(), {d}, true);
+        return x[0] - m - log(sum(exp(x[0] - m), {d}, true));
+      };
+      expect_same([d](const TensorList& x) { return log_softmax(x[0], d); }, composed,
+                  {rnd({4, 5, 6}, 2, dt, 3.0)}, dt);
+    }
+}
+
+TEST(NnOps, SoftmaxOfScalar) {
+  // A 0-dim input is its own (one-element) row: softmax 1, log_softmax 0, gradient 0.
+  EXPECT_EQ(softmax(scalar_tensor(2.0), 0).item<double>(), 1.0);
+  EXPECT_EQ(log_softmax(scalar_tensor(2.0), -1).item<double>(), 0.0);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Tensor s = scalar_tensor(2.0);
+        s.set_requires_grad(true);
+        softmax(s, 0).backward();
+        std::exit(s.grad().defined() && s.grad().item<double>() == 0.0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(NnOps, LayerNormMatchesComposition) {
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const double eps = 1e-5;
+    auto composed = [eps](const TensorList& x) {
+      Tensor mu = mean(x[0], {-1}, true);
+      Tensor v = var(x[0], {-1}, 0, true);
+      return (x[0] - mu) / sqrt(v + eps) * x[1] + x[2];
+    };
+    auto fused = [eps](const TensorList& x) { return layer_norm(x[0], {16}, x[1], x[2], eps); };
+    expect_same(fused, composed, {rnd({3, 8, 16}, 3, dt, 2.0) + 0.5, rnd({16}, 4, dt), rnd({16}, 5, dt)}, dt);
+    // many rows (several weight-gradient blocks) and a non-contiguous input
+    expect_same([eps](const TensorList& x) { return layer_norm(x[0].t(), {8}, x[1], x[2], eps); },
+                [&composed](const TensorList& x) { return composed({x[0].t(), x[1], x[2]}); },
+                {rnd({8, 200}, 6, dt), rnd({8}, 7, dt), rnd({8}, 8, dt)}, dt);
+    // normalised over two dims, no affine
+    expect_same([](const TensorList& x) { return layer_norm(x[0], {3, 4}, Tensor(), Tensor(), 1e-3); },
+                [](const TensorList& x) {
+                  Tensor mu = mean(x[0], {-2, -1}, true);
+                  return (x[0] - mu) * rsqrt(var(x[0], {-2, -1}, 0, true) + 1e-3);
+                },
+                {rnd({2, 3, 4}, 9, dt)}, dt);
+  }
+}
+
+TEST(NnOps, GeluMatchesComposition) {
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const TensorList in = {rnd({5, 40}, 10, dt, 2.5)};
+    expect_same([](const TensorList& x) { return gelu(x[0]); },
+                [](const TensorList& x) { return x[0] * 0.5 * (1.0 + erf(x[0] * M_SQRT1_2)); }, in, dt);
+    expect_same([](const TensorList& x) { return gelu(x[0], "tanh"); },
+                [](const TensorList& x) {
+                  const double k = std::sqrt(2.0 / M_PI);
+                  return x[0] * 0.5 * (1.0 + tanh((x[0] + pow(x[0], 3.0) * 0.044715) * k));
+                },
+                in, dt);
+  }
+}
+
+TEST(NnOps, CrossEntropyMatchesComposition) {
+  const int64_t N = 7, C = 5;
+  const Tensor target = tensor_from({1, -100, 4, 0, 2, -100, 4});
+  for (DType dt : kFloatTypes)
+    for (double eps : {0.0, 0.1})
+      for (const char* reduction : {"mean", "sum", "none"}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " smoothing " + std::to_string(eps) + " " + reduction);
+        auto composed = [&, eps, reduction](const TensorList& x) {
+          Tensor logp = log_softmax(x[0], -1);
+          Tensor onehot = eq(arange(C).view({1, C}), target.view({N, 1})).to(x[0].dtype());
+          Tensor nll = -sum(logp * onehot, {-1});
+          Tensor smooth = -mean(logp, {-1});
+          Tensor valid = ne(target, -100.0).to(x[0].dtype());
+          Tensor rows = (nll * (1.0 - eps) + smooth * eps) * valid;
+          const std::string r = reduction;
+          if (r == "none") return rows;
+          if (r == "sum") return sum(rows);
+          return sum(rows) / sum(valid);
+        };
+        expect_same([&, eps, reduction](const TensorList& x) { return cross_entropy(x[0], target, -100, eps, reduction); },
+                    composed, {rnd({N, C}, 11, dt, 2.0)}, dt);
+      }
+}
+
+TEST(NnOps, EmbeddingMatchesIndexSelect) {
+  const Tensor ids = tensor_from({3, 1, 3, 0, 9, 3, 1, 1, 2, 7, 3, 5, 6, 0, 9}, {3, 5});
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    expect_same([&](const TensorList& x) { return embedding(x[0], ids); },
+                [&](const TensorList& x) { return index_select(x[0], 0, ids.reshape({-1})).reshape({3, 5, 4}); },
+                {rnd({10, 4}, 12, dt)}, dt);
+  }
+  Tensor w = rnd({10, 4}, 12, DType::Float32);
+  EXPECT_EQ(embedding(w, ids).sizes(), (Shape{3, 5, 4}));
+  EXPECT_EQ(values(embedding(w, ids.to(DType::Int32))), values(embedding(w, ids)));
+  EXPECT_EQ(values(embedding(w, tensor_from({9}, {1})).view({4})), values(w.select(0, 9)));
+}
+
+TEST(NnOps, EmbeddingPaddingRowGetsNoGradient) {
+  const int64_t V = 6, C = 3, pad = 0;
+  const std::vector<int64_t> idv = {0, 2, 0, 5, 2, 2, 1, 0};
+  Tensor w = rnd({V, C}, 13, DType::Float32);
+  w.set_requires_grad(true);
+  Tensor ids = tensor_from(idv, {2, 4});
+  Tensor out = embedding(w, ids, pad);
+  // forward still returns the padding row's values
+  EXPECT_EQ(values(out.select(0, 0).select(0, 0)), values(w.select(0, 0)));
+  Tensor g = rnd({2, 4, C}, 14, DType::Float32);
+  sum(out * g).backward();
+  const F64 gv = values(g);
+  F64 want(V * C, 0.0);
+  for (size_t i = 0; i < idv.size(); ++i)
+    if (idv[i] != pad)
+      for (int64_t c = 0; c < C; ++c) want[idv[i] * C + c] += gv[i * C + c];
+  EXPECT_TRUE(all_close(w.grad(), want, 1e-6));
+  EXPECT_EQ(values(w.grad().select(0, pad)), F64(C, 0.0));
+  EXPECT_NE(values(w.grad().select(0, 2)), F64(C, 0.0));
+  EXPECT_EQ(values(w.grad().select(0, 3)), F64(C, 0.0));  // unused row
+}
+
+TEST(NnOps, Dropout) {
+  Generator g(99);
+  Tensor x = rand({100000}, {}, &g) + 0.5;  // no zeros in x
+  EXPECT_EQ(values(dropout(x, 0.0, true, &g)), values(x));
+  EXPECT_EQ(values(dropout(x, 0.5, false, &g)), values(x));
+  EXPECT_EQ(values(dropout(x, 1.0, true, &g)), F64(100000, 0.0));
+  EXPECT_KILN_ERROR(dropout(x, 1.5, true), "dropout", "1.5");
+
+  Generator g1(5), g2(5), g3(6);
+  Tensor y = dropout(x, 0.5, true, &g1);
+  const F64 xv = values(x), yv = values(y);
+  int64_t zeros_seen = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    if (yv[i] == 0.0) ++zeros_seen;
+    else ASSERT_EQ(yv[i], static_cast<double>(static_cast<float>(xv[i] * 2))) << i;
+  }
+  EXPECT_NEAR(static_cast<double>(zeros_seen) / 100000, 0.5, 0.01);
+  EXPECT_EQ(values(dropout(x, 0.5, true, &g2)), yv);  // same seed, same mask
+  EXPECT_NE(values(dropout(x, 0.5, true, &g3)), yv);
+  Tensor p3 = dropout(x, 0.2, true, &g1);
+  double dropped = 0;
+  for (double v : values(p3)) dropped += v == 0.0;
+  EXPECT_NEAR(dropped / 100000, 0.2, 0.01);
+
+  // the gradient is the same mask and scale
+  Tensor leaf = x.clone();
+  leaf.set_requires_grad(true);
+  Generator g4(5);
+  sum(dropout(leaf, 0.5, true, &g4)).backward();
+  const F64 gv = values(leaf.grad());
+  for (size_t i = 0; i < gv.size(); ++i) ASSERT_EQ(gv[i], yv[i] == 0.0 ? 0.0 : 2.0) << i;
+}
+
+}  // namespace
+}  // namespace kiln

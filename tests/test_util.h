@@ -1,0 +1,127 @@
+// Small helpers shared by the core tests: error assertions (type AND message),
+// value comparisons against double references, bitwise tensor equality and a
+// thread-count guard.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"  // TensorList, Node
+#include "kiln.h"
+
+namespace kiln::testing {
+
+// Runs fn; passes when it throws kiln::Error whose message contains every
+// substring in `parts`.
+inline ::testing::AssertionResult throws_error(const std::function<void()>& fn,
+                                               const std::vector<std::string>& parts) {
+  try {
+    fn();
+  } catch (const kiln::Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts)
+      if (msg.find(p) == std::string::npos)
+        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << p << "\"";
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw a non-kiln exception: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw";
+}
+
+// EXPECT_KILN_ERROR(statement, "part", ...): statement throws kiln::Error with
+// all the parts in its message.
+#define EXPECT_KILN_ERROR(stmt, ...) \
+  EXPECT_TRUE(::kiln::testing::throws_error([&] { (void)(stmt); }, {__VA_ARGS__})) << #stmt
+
+// Like EXPECT_KILN_ERROR (one part), but runs the statement in a child process
+// (a gtest death test), so a crash instead of the expected kiln::Error fails
+// this test without taking the whole binary down.
+#define EXPECT_KILN_ERROR_ISOLATED(stmt, part)                                        \
+  do {                                                                                \
+    GTEST_FLAG_SET(death_test_style, "threadsafe");                                   \
+    EXPECT_EXIT(                                                                      \
+        {                                                                             \
+          try {                                                                       \
+            (void)(stmt);                                                             \
+          } catch (const ::kiln::Error& e) {                                          \
+            std::fprintf(stderr, "kiln::Error: %s\n", e.what());                      \
+            std::exit(std::string(e.what()).find(part) != std::string::npos ? 0 : 2); \
+          }                                                                           \
+          std::exit(3);                                                               \
+        },                                                                            \
+        ::testing::ExitedWithCode(0), "");                                            \
+  } while (0)
+
+// All values of t in row-major order, as double.
+inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// |got - want| <= atol + rtol * |want| elementwise (NaN matches NaN).
+inline ::testing::AssertionResult all_close(const std::vector<double>& got, const std::vector<double>& want,
+                                            double atol, double rtol = 0.0) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs expected " << want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if ((std::isnan(got[i]) && std::isnan(want[i])) || got[i] == want[i]) continue;
+    if (!(std::abs(got[i] - want[i]) <= atol + rtol * std::abs(want[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", expected " << want[i]
+                                           << " (atol " << atol << ", rtol " << rtol << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult all_close(const Tensor& got, const std::vector<double>& want, double atol,
+                                            double rtol = 0.0) {
+  return all_close(values(got), want, atol, rtol);
+}
+
+inline ::testing::AssertionResult all_close(const Tensor& got, const Tensor& want, double atol, double rtol = 0.0) {
+  if (got.sizes() != want.sizes())
+    return ::testing::AssertionFailure() << "shape " << shape_str(got.sizes()) << " vs " << shape_str(want.sizes());
+  return all_close(values(got), values(want), atol, rtol);
+}
+
+// Same shape, dtype and identical bytes in logical order.
+inline ::testing::AssertionResult bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype())
+    return ::testing::AssertionFailure() << a.str() << " vs " << b.str();
+  const Tensor ca = a.detach().contiguous().cpu(), cb = b.detach().contiguous().cpu();
+  const size_t n = static_cast<size_t>(ca.numel()) * ca.element_size();
+  if (n && std::memcmp(ca.raw_data(), cb.raw_data(), n) != 0) {
+    const std::vector<double> va = values(ca), vb = values(cb);
+    for (size_t i = 0; i < va.size(); ++i)
+      if (std::memcmp(&va[i], &vb[i], sizeof(double)) != 0)
+        return ::testing::AssertionFailure() << "first difference at element " << i << ": " << va[i] << " vs "
+                                             << vb[i];
+    return ::testing::AssertionFailure() << "bytes differ";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Row-major strides (in elements) of a shape, for reference loops.
+inline std::vector<int64_t> ref_strides(const Shape& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) st[i - 1] = st[i] * shape[i];
+  return st;
+}
+
+// Restores the thread count on scope exit.
+class ThreadCountGuard {
+ public:
+  ThreadCountGuard() : saved_(get_num_threads()) {}
+  ~ThreadCountGuard() { set_num_threads(saved_); }
+  ThreadCountGuard(const ThreadCountGuard&) = delete;
+  ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace kiln::testing
