@@ -1,0 +1,114 @@
+#include "optim/clip_grad.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+#include "optim/update_loop.h"
+
+namespace kiln::optim {
+namespace {
+
+std::vector<Tensor> gradients(const std::vector<Tensor>& params, const char* fn) {
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < params.size(); ++i) {
+    KILN_CHECK(params[i].defined(), fn, ": parameter ", i, " is an undefined tensor");
+    const Tensor& g = params[i].grad();
+    if (!g.defined()) continue;
+    KILN_CHECK(g.dtype() == DType::Float32 || g.dtype() == DType::Float64, fn, ": the gradient of parameter ", i,
+               " is ", dtype_name(g.dtype()), "; expected float32 or float64");
+    KILN_CHECK(g.device().is_cpu(), fn, ": the gradient of parameter ", i, " is on ", g.device().str(),
+               "; only CPU gradients are supported");
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+// max |x| over [0, n), nan when any element is nan.
+template <typename T>
+double max_abs(const T* x, int64_t n) {
+  double m = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = std::abs(static_cast<double>(x[i]));
+    if (!(a <= m)) m = a;  // also takes a nan, after which nothing replaces it
+    if (std::isnan(m)) return m;
+  }
+  return m;
+}
+
+template <typename T>
+double sum_abs_pow(const T* x, int64_t n, double p) {
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(x[i])), p);
+  return acc;
+}
+
+double combine_max(double a, double b) { return std::isnan(a) || a > b ? a : b; }
+
+// sum_i |g_i|^p over one contiguous gradient (for p = inf: max |g_i|).
+double gradient_partial(const Tensor& grad, double norm_type) {
+  const Tensor g = grad.is_contiguous() ? grad : grad.contiguous();
+  return detail::dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = g.data_ptr<T>();
+    const int64_t n = g.numel();
+    if (std::isinf(norm_type))
+      return parallel_reduce(
+          n, detail::kChunk, 0.0, [&](int64_t b, int64_t e) { return max_abs(x + b, e - b); }, combine_max);
+    if (norm_type == 2.0)
+      return detail::sum_blocks(n, [&](int64_t b, int64_t e) { return detail::sum_squares(x + b, e - b); });
+    return detail::sum_blocks(n, [&](int64_t b, int64_t e) { return sum_abs_pow(x + b, e - b, norm_type); });
+  });
+}
+
+double total_norm(const std::vector<Tensor>& grads, double norm_type) {
+  double acc = 0.0;
+  for (const Tensor& g : grads) {
+    const double part = gradient_partial(g, norm_type);
+    acc = std::isinf(norm_type) ? combine_max(acc, part) : acc + part;
+  }
+  if (std::isinf(norm_type)) return acc;
+  return norm_type == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / norm_type);
+}
+
+void check_norm_type(double norm_type, const char* fn) {
+  KILN_CHECK(norm_type > 0, fn, ": norm_type must be > 0 (or infinity), got ", norm_type);
+}
+
+}  // namespace
+
+double grad_norm(const std::vector<Tensor>& params, double norm_type) {
+  check_norm_type(norm_type, "grad_norm");
+  return total_norm(gradients(params, "grad_norm"), norm_type);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+  check_norm_type(norm_type, "clip_grad_norm");
+  KILN_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  const std::vector<Tensor> grads = gradients(params, "clip_grad_norm");
+  if (grads.empty()) return 0.0;
+  const double total = total_norm(grads, norm_type);
+  KILN_CHECK(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm: the total norm of order ", norm_type,
+             " of the gradients is ", total, "; set error_if_nonfinite = false to scale by it anyway");
+  const double coef = std::min(max_norm / (total + 1e-6), 1.0);  // std::min keeps a nan coef
+  NoGradGuard no_grad;
+  for (const Tensor& grad : grads) {
+    detail::dispatch_float(grad.dtype(), "clip_grad_norm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T c = static_cast<T>(coef);
+      if (c == T(1)) return;
+      if (!grad.is_contiguous()) {
+        Tensor(grad).mul_(static_cast<double>(c));
+        return;
+      }
+      T* x = grad.data_ptr<T>();
+      detail::for_each_block(grad.numel(), [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) x[i] = x[i] * c;
+      });
+      grad.bump_version();
+    });
+  }
+  return total;
+}
+
+}  // namespace kiln::optim

@@ -1,0 +1,743 @@
+// optim/: SGD and AdamW trajectories against PyTorch 1.13 (reference numbers
+// from tests/reference/optim_reference.py, run once with KILN_PYTHON), LAMB
+// against its formula written out here, the HF schedules against their closed
+// forms, no-decay grouping, bit-identical resume from state_dict (also through
+// a safetensors file), clip_grad_norm, thread-count invariance and errors.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numbers>
+
+#include "nn/hf_checkpoint.h"
+#include "nn/layers.h"
+#include "optim/optim.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using json = nlohmann::json;
+using kiln::testing::all_close;
+using kiln::testing::bitwise_equal;
+using kiln::testing::values;
+using namespace kiln::optim;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  q += s;
+  q += "'";
+  return q;
+}
+
+// The reference file, made once per test run.
+const json& reference() {
+  static const json ref = [] {
+    const std::string out = std::string(KILN_BINARY_DIR) + "/optim_reference.json";
+    const std::string cmd = quote(env_or("KILN_PYTHON", KILN_DEFAULT_PYTHON)) + " " +
+                            quote(std::string(KILN_SOURCE_DIR) + "/tests/reference/optim_reference.py") + " " +
+                            quote(out);
+    if (std::system(cmd.c_str()) != 0) throw Error("reference script failed: " + cmd);
+    std::ifstream in(out);
+    if (!in) throw Error("cannot read " + out);
+    return json::parse(in);
+  }();
+  return ref;
+}
+
+const json& reference_case(const std::string& name) {
+  for (const json& c : reference()["cases"])
+    if (c["name"] == name) return c;
+  throw Error("optim_reference.py has no case " + name);
+}
+
+Shape to_shape(const json& j) { return j.get<std::vector<int64_t>>(); }
+
+Tensor from_values(const json& vals, const Shape& shape, DType dtype) {
+  return tensor(vals.get<std::vector<double>>(), shape, dtype);
+}
+
+// The test problem's gradient, g = (p - target) * coef + ((p * p) * p) * 0.25,
+// with the same IEEE operations the reference script uses.
+Tensor problem_grad(const Tensor& p, const Tensor& target, const Tensor& coef) {
+  NoGradGuard no_grad;
+  const Tensor x = p.detach();
+  return add(mul(sub(x, target), coef), mul(mul(mul(x, x), x), 0.25));
+}
+
+void set_grad(Tensor& p, const Tensor& g) { p.mutable_grad() = g; }
+
+std::vector<ParamGroup> groups_from(const json& c, const std::vector<Tensor>& params) {
+  std::vector<ParamGroup> groups;
+  for (const json& g : c["groups"]) {
+    ParamGroup group;
+    for (int64_t i : g["params"].get<std::vector<int64_t>>()) group.params.push_back(params[static_cast<size_t>(i)]);
+    for (const auto& [key, value] : g.items()) {
+      if (key == "params") continue;
+      if (key == "lr") group.lr = value.get<double>();
+      else if (key == "weight_decay") group.weight_decay = value.get<double>();
+      else group.options[key] = value.get<double>();
+    }
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+std::unique_ptr<Optimizer> optimizer_from(const json& c, const std::vector<Tensor>& params) {
+  const json& d = c["defaults"];
+  if (c["optimizer"] == "SGD") {
+    SGDOptions o;
+    o.lr = d["lr"];
+    o.momentum = d.value("momentum", 0.0);
+    o.dampening = d.value("dampening", 0.0);
+    o.weight_decay = d.value("weight_decay", 0.0);
+    o.nesterov = d.value("nesterov", 0) != 0;
+    return std::make_unique<SGD>(groups_from(c, params), o);
+  }
+  AdamWOptions o;
+  o.lr = d["lr"];
+  o.beta1 = d["beta1"];
+  o.beta2 = d["beta2"];
+  o.eps = d["eps"];
+  o.weight_decay = d["weight_decay"];
+  return std::make_unique<AdamW>(groups_from(c, params), o);
+}
+
+class OptimReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OptimReference, TrajectoryMatchesPyTorch) {
+  const json& c = reference_case(GetParam());
+  const DType dtype = c["dtype"] == "float32" ? DType::Float32 : DType::Float64;
+  std::vector<Tensor> params, targets, coefs;
+  for (size_t i = 0; i < c["shapes"].size(); ++i) {
+    const Shape shape = to_shape(c["shapes"][i]);
+    params.push_back(from_values(c["init"][i], shape, dtype).set_requires_grad(true));
+    targets.push_back(from_values(c["target"][i], shape, dtype));
+    coefs.push_back(from_values(c["coef"][i], shape, dtype));
+  }
+  std::unique_ptr<Optimizer> opt = optimizer_from(c, params);
+  std::unique_ptr<Scheduler> sched;
+  if (c.contains("schedule") && !c["schedule"].is_null())
+    sched = std::make_unique<Scheduler>(*opt, linear_schedule_with_warmup(c["schedule"]["warmup"], c["schedule"]["total"]));
+  const std::vector<int64_t> every = c["grad_every"].get<std::vector<int64_t>>();
+  // float64: the same formulas in the same order agree to rounding; float32:
+  // kiln may fuse a multiply-add where PyTorch rounds twice, and 20 steps let
+  // those last-bit differences grow a little.
+  const double rtol = dtype == DType::Float64 ? 1e-10 : 2e-5;
+  const double atol = dtype == DType::Float64 ? 1e-12 : 1e-6;
+  double max_rel = 0;
+  for (int64_t step = 0; step < c["steps"].get<int64_t>(); ++step) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (step % every[i] == 0) set_grad(params[i], problem_grad(params[i], targets[i], coefs[i]));
+      else params[i].zero_grad();
+    }
+    const std::vector<double> want_lrs = c["lrs"][step].get<std::vector<double>>();
+    for (size_t g = 0; g < opt->num_groups(); ++g) EXPECT_DOUBLE_EQ(opt->lr(g), want_lrs[g]) << "step " << step;
+    opt->step();
+    if (sched) sched->step();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<double> want = c["traj"][step][i].get<std::vector<double>>();
+      ASSERT_TRUE(all_close(params[i], want, atol, rtol)) << GetParam() << ", step " << step << ", parameter " << i;
+      const std::vector<double> got = values(params[i]);
+      for (size_t j = 0; j < got.size(); ++j)
+        if (want[j] != 0) max_rel = std::max(max_rel, std::abs(got[j] - want[j]) / std::max(std::abs(want[j]), 1e-2));
+    }
+  }
+  // Parameter i had a gradient on every grad_every[i]-th step only; param_step
+  // takes the flat index over the groups.
+  size_t flat = 0;
+  for (const json& g : c["groups"])
+    for (int64_t i : g["params"].get<std::vector<int64_t>>()) {
+      const int64_t e = every[static_cast<size_t>(i)];
+      EXPECT_EQ(opt->param_step(flat++), (c["steps"].get<int64_t>() + e - 1) / e) << "parameter " << i;
+    }
+  std::printf("%s: max difference to PyTorch relative to max(|value|, 0.01) %.3g\n", GetParam().c_str(), max_rel);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, OptimReference,
+                         ::testing::Values("sgd_plain_float64", "sgd_momentum_dampening_wd_float64",
+                                           "sgd_nesterov_wd_groups_float64", "adamw_float64",
+                                           "adamw_groups_float64", "adamw_linear_schedule_float64",
+                                           "sgd_plain_float32", "sgd_momentum_dampening_wd_float32",
+                                           "sgd_nesterov_wd_groups_float32", "adamw_float32",
+                                           "adamw_groups_float32", "adamw_linear_schedule_float32"),
+                         [](const auto& info) { return info.param; });
+
+// ---- LAMB against its formula ------------------------------------------------
+
+struct LambRef {
+  std::vector<double> p, m, v;
+};
+
+// One LAMB step of optim/lamb.h's formula in double.
+void lamb_ref_step(LambRef& s, const std::vector<double>& g, int64_t t, double lr, double b1, double b2, double eps,
+                   double wd, bool bias_correction) {
+  const size_t n = s.p.size();
+  const double bc1 = bias_correction ? 1 - std::pow(b1, static_cast<double>(t)) : 1.0;
+  const double bc2 = bias_correction ? 1 - std::pow(b2, static_cast<double>(t)) : 1.0;
+  std::vector<double> u(n);
+  double pn = 0, un = 0;
+  for (size_t i = 0; i < n; ++i) {
+    s.m[i] = b1 * s.m[i] + (1 - b1) * g[i];
+    s.v[i] = b2 * s.v[i] + (1 - b2) * g[i] * g[i];
+    u[i] = (s.m[i] / bc1) / (std::sqrt(s.v[i] / bc2) + eps) + wd * s.p[i];
+    pn += s.p[i] * s.p[i];
+    un += u[i] * u[i];
+  }
+  pn = std::sqrt(pn);
+  un = std::sqrt(un);
+  const double ratio = pn > 0 && un > 0 ? pn / un : 1.0;
+  for (size_t i = 0; i < n; ++i) s.p[i] -= lr * ratio * u[i];
+}
+
+void check_lamb_against_formula(DType dtype, bool bias_correction, double rtol) {
+  // Parameter 1 starts at zero, so its first trust ratio is the "norm 0" case.
+  const std::vector<Shape> shapes = {{5, 7}, {6}};
+  std::vector<Tensor> params;
+  std::vector<LambRef> ref;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    std::vector<double> init(static_cast<size_t>(shape_numel(shapes[k])));
+    for (size_t i = 0; i < init.size(); ++i) init[i] = k == 1 ? 0.0 : 0.9 * std::sin(0.37 * static_cast<double>(i) + 1);
+    params.push_back(tensor(init, shapes[k], dtype).set_requires_grad(true));
+    ref.push_back({values(params.back()), std::vector<double>(init.size()), std::vector<double>(init.size())});
+  }
+  LAMBOptions o;
+  o.lr = 0.01;
+  o.beta1 = 0.85;
+  o.beta2 = 0.98;
+  o.eps = 1e-6;
+  o.weight_decay = 0.05;
+  o.bias_correction = bias_correction;
+  LAMB opt(params, o);
+  for (int64_t t = 1; t <= 20; ++t) {
+    for (size_t k = 0; k < params.size(); ++k) {
+      std::vector<double> g(ref[k].p.size());
+      for (size_t i = 0; i < g.size(); ++i)
+        g[i] = std::cos(0.11 * static_cast<double>(t * 7 + static_cast<int64_t>(i) + 3 * static_cast<int64_t>(k))) -
+               0.3 * ref[k].p[i];
+      // The gradient tensor holds what the reference uses (rounded to dtype).
+      Tensor gt = tensor(g, shapes[k], dtype);
+      set_grad(params[k], gt);
+      lamb_ref_step(ref[k], values(gt), t, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, bias_correction);
+    }
+    opt.step();
+    for (size_t k = 0; k < params.size(); ++k)
+      ASSERT_TRUE(all_close(params[k], ref[k].p, 1e-12, rtol)) << "step " << t << ", parameter " << k;
+  }
+}
+
+TEST(OptimLamb, MatchesFormulaFloat64) {
+  check_lamb_against_formula(DType::Float64, true, 1e-10);
+  check_lamb_against_formula(DType::Float64, false, 1e-10);
+}
+
+TEST(OptimLamb, MatchesFormulaFloat32) { check_lamb_against_formula(DType::Float32, true, 1e-4); }
+
+TEST(OptimLamb, TrustRatioScalesTheStep) {
+  // One step, m = (1-b1) g, v = (1-b2) g^2; with bias correction m_hat = g and
+  // v_hat = g^2, so u = sign(g) / (1 + eps/|g|) + wd * p. Here g = 2 everywhere,
+  // p = 3 everywhere (n = 4): u = 2/(2+eps) + 3 wd, ||p|| = 6, ||u|| = 2 u.
+  Tensor p = full({4}, 3.0, DType::Float64).set_requires_grad(true);
+  LAMBOptions o;
+  o.lr = 0.1;
+  o.eps = 1e-6;
+  o.weight_decay = 0.01;
+  LAMB opt({p}, o);
+  set_grad(p, full({4}, 2.0, DType::Float64));
+  opt.step();
+  const double u = 2.0 / (2.0 + 1e-6) + 0.03;
+  const double ratio = 6.0 / (2.0 * u);
+  EXPECT_TRUE(all_close(p, std::vector<double>(4, 3.0 - 0.1 * ratio * u), 0, 1e-14));
+  EXPECT_NEAR(values(p)[0], 3.0 - 0.3, 1e-12);  // lr * ||p|| / sqrt(n): the step is 0.3 whatever u is
+}
+
+// ---- schedules -------------------------------------------------------------------
+
+TEST(OptimSchedule, HuggingFaceClosedForms) {
+  const double pi = std::numbers::pi;
+  const LrMultiplier constant = constant_schedule();
+  const LrMultiplier cwarm = constant_schedule_with_warmup(4);
+  const LrMultiplier lin = linear_schedule_with_warmup(4, 20);
+  const LrMultiplier cos = cosine_schedule_with_warmup(4, 20);
+  const LrMultiplier cos3 = cosine_schedule_with_warmup(4, 20, 1.5);
+  const LrMultiplier poly = polynomial_decay_schedule_with_warmup(4, 20, 1e-3, 1e-5, 2.0);
+  for (int64_t s : {0, 1, 3, 4, 5, 10, 19, 20, 21, 30}) {
+    const double sd = static_cast<double>(s);
+    const double warm = sd / 4.0;
+    EXPECT_EQ(constant(s), 1.0);
+    EXPECT_EQ(cwarm(s), s < 4 ? warm : 1.0) << s;
+    EXPECT_DOUBLE_EQ(lin(s), s < 4 ? warm : std::max(0.0, (20.0 - sd) / 16.0)) << s;
+    const double progress = (sd - 4.0) / 16.0;
+    EXPECT_DOUBLE_EQ(cos(s), s < 4 ? warm : std::max(0.0, 0.5 * (1 + std::cos(pi * progress)))) << s;
+    EXPECT_DOUBLE_EQ(cos3(s), s < 4 ? warm : std::max(0.0, 0.5 * (1 + std::cos(3.0 * pi * progress)))) << s;
+    const double poly_want = s < 4 ? warm
+                             : s > 20 ? 1e-5 / 1e-3
+                                      : ((1e-3 - 1e-5) * std::pow(1.0 - progress, 2.0) + 1e-5) / 1e-3;
+    EXPECT_DOUBLE_EQ(poly(s), poly_want) << s;
+  }
+  // Spot values by hand.
+  EXPECT_EQ(lin(2), 0.5);
+  EXPECT_EQ(lin(12), 0.5);
+  EXPECT_EQ(lin(25), 0.0);
+  EXPECT_DOUBLE_EQ(cos(12), 0.5);
+  EXPECT_DOUBLE_EQ(poly(12), (0.99e-3 * 0.25 + 1e-5) / 1e-3);
+  // No warmup: step 0 is the full rate (max(1, 0) guards the division).
+  EXPECT_EQ(linear_schedule_with_warmup(0, 10)(0), 1.0);
+  EXPECT_EQ(constant_schedule_with_warmup(0)(0), 1.0);
+  EXPECT_EQ(polynomial_decay_schedule_with_warmup(0, 10, 1.0, 0.0, 1.0)(5), 0.5);
+}
+
+TEST(OptimSchedule, SchedulerDrivesGroupLearningRates) {
+  Tensor a = zeros({2}).set_requires_grad(true), b = zeros({3}).set_requires_grad(true);
+  AdamW opt(std::vector<ParamGroup>{{{a}, 0.1, {}, {}}, {{b}, 0.02, {}, {}}}, AdamWOptions{});
+  Scheduler sched(opt, linear_schedule_with_warmup(2, 6));
+  EXPECT_EQ(sched.base_lrs(), (std::vector<double>{0.1, 0.02}));
+  const std::vector<double> mult = {0.0, 0.5, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0};
+  for (int64_t s = 0; s < static_cast<int64_t>(mult.size()); ++s) {
+    EXPECT_EQ(sched.last_step(), s);
+    EXPECT_DOUBLE_EQ(opt.lr(0), 0.1 * mult[static_cast<size_t>(s)]) << s;
+    EXPECT_DOUBLE_EQ(opt.lr(1), 0.02 * mult[static_cast<size_t>(s)]) << s;
+    sched.step();
+  }
+  // Round trip (at step 3) into a new scheduler on an optimizer with other lrs.
+  Tensor a2 = zeros({2}).set_requires_grad(true), b2 = zeros({3}).set_requires_grad(true);
+  AdamW opt2(std::vector<ParamGroup>{{{a2}, 0.5, {}, {}}, {{b2}, 0.5, {}, {}}}, AdamWOptions{});
+  Scheduler sched2(opt2, linear_schedule_with_warmup(2, 6));
+  Scheduler sched3(opt, linear_schedule_with_warmup(2, 6));  // on opt at lr 0: base lrs 0
+  EXPECT_EQ(sched3.base_lrs(), (std::vector<double>{0.0, 0.0}));
+  Tensor c = zeros({2}).set_requires_grad(true), d = zeros({3}).set_requires_grad(true);
+  AdamW opt3(std::vector<ParamGroup>{{{c}, 0.1, {}, {}}, {{d}, 0.02, {}, {}}}, AdamWOptions{});
+  Scheduler at3(opt3, linear_schedule_with_warmup(2, 6));
+  for (int i = 0; i < 3; ++i) at3.step();
+  sched2.load_state_dict(at3.state_dict());
+  EXPECT_EQ(sched2.last_step(), 3);
+  EXPECT_EQ(sched2.base_lrs(), (std::vector<double>{0.1, 0.02}));
+  EXPECT_EQ(opt2.lr(0), opt3.lr(0));
+  EXPECT_DOUBLE_EQ(opt2.lr(1), 0.02 * 0.75);
+  sched2.step();
+  at3.step();
+  EXPECT_EQ(opt2.lr(0), opt3.lr(0));
+  EXPECT_EQ(opt2.lr(1), opt3.lr(1));
+}
+
+TEST(OptimSchedule, Errors) {
+  EXPECT_KILN_ERROR(linear_schedule_with_warmup(-1, 10), "warmup_steps must be >= 0");
+  EXPECT_KILN_ERROR(cosine_schedule_with_warmup(10, 5), "total_steps (5) must be >= warmup_steps (10)");
+  EXPECT_KILN_ERROR(polynomial_decay_schedule_with_warmup(0, 10, 1e-7, 1e-7), "lr_end (1e-07) must be smaller");
+  EXPECT_KILN_ERROR(polynomial_decay_schedule_with_warmup(5, 5, 1e-3), "must be > warmup_steps");
+  Tensor a = zeros({2}).set_requires_grad(true);
+  SGD opt({a}, SGDOptions{});
+  Scheduler sched(opt, constant_schedule());
+  EXPECT_KILN_ERROR(Scheduler(opt, [](int64_t) { return -1.0; }), "gives learning rate -0.01");
+  std::map<std::string, Tensor> st = sched.state_dict();
+  st["extra"] = zeros({1});
+  EXPECT_KILN_ERROR(sched.load_state_dict(st), "unexpected entry 'extra'");
+  st.erase("extra");
+  st["base_lrs"] = zeros({2}, DType::Float64);
+  EXPECT_KILN_ERROR(sched.load_state_dict(st), "base_lrs is Tensor[2] float64 cpu, expected float64 [1]");
+  st.erase("base_lrs");
+  EXPECT_KILN_ERROR(sched.load_state_dict(st), "missing 'base_lrs'");
+}
+
+// ---- no-decay groups ------------------------------------------------------------
+
+struct TinyEncoder : nn::Module {
+  TinyEncoder() {
+    embed = register_module("word_embeddings", std::make_shared<nn::Embedding>(11, 4));
+    dense = register_module("dense", std::make_shared<nn::Linear>(4, 4));
+    norm = register_module("LayerNorm", std::make_shared<nn::LayerNorm>(4));
+    head = register_module("classifier", std::make_shared<nn::Linear>(4, 2));
+  }
+  Tensor forward(const Tensor& ids) const {
+    return head->forward(norm->forward(gelu(dense->forward(embed->forward(ids))))).mean({1});
+  }
+  std::shared_ptr<nn::Embedding> embed;
+  std::shared_ptr<nn::Linear> dense, head;
+  std::shared_ptr<nn::LayerNorm> norm;
+};
+
+TEST(OptimParamGroups, NoDecayForBiasesAndNorms) {
+  EXPECT_TRUE(is_no_decay_parameter("bert.encoder.layer.0.output.LayerNorm.weight"));
+  EXPECT_TRUE(is_no_decay_parameter("bert.encoder.layer.0.attention.self.query.bias"));
+  EXPECT_TRUE(is_no_decay_parameter("ln.layer_norm.weight"));
+  EXPECT_FALSE(is_no_decay_parameter("bert.encoder.layer.0.attention.self.query.weight"));
+  EXPECT_FALSE(is_no_decay_parameter("bert.embeddings.word_embeddings.weight"));
+
+  TinyEncoder model;
+  const std::vector<ParamGroup> groups = param_groups_no_decay(model, 0.01);
+  ASSERT_EQ(groups.size(), 2u);
+  const std::vector<Tensor> decay = {model.embed->weight, model.dense->weight, model.head->weight};
+  const std::vector<Tensor> no_decay = {model.dense->bias, model.norm->weight, model.norm->bias, model.head->bias};
+  ASSERT_EQ(groups[0].params.size(), decay.size());
+  ASSERT_EQ(groups[1].params.size(), no_decay.size());
+  for (size_t i = 0; i < decay.size(); ++i) EXPECT_TRUE(groups[0].params[i].shares_storage_with(decay[i])) << i;
+  for (size_t i = 0; i < no_decay.size(); ++i)
+    EXPECT_TRUE(groups[1].params[i].shares_storage_with(no_decay[i])) << i;
+  EXPECT_EQ(groups[0].weight_decay, 0.01);
+  EXPECT_EQ(groups[1].weight_decay, 0.0);
+  EXPECT_FALSE(groups[0].lr.has_value());
+
+  AdamWOptions o;
+  o.lr = 3e-4;
+  o.weight_decay = 0.5;  // overridden by both groups
+  AdamW opt(groups, o);
+  EXPECT_EQ(opt.lr(0), 3e-4);
+  EXPECT_EQ(opt.lr(1), 3e-4);
+  EXPECT_EQ(*opt.param_groups()[0].weight_decay, 0.01);
+  EXPECT_EQ(*opt.param_groups()[1].weight_decay, 0.0);
+  EXPECT_EQ(opt.param_groups()[1].option("beta2"), 0.999);
+
+  // A zero gradient leaves no-decay parameters unchanged and shrinks the rest by (1 - lr * wd).
+  std::vector<Tensor> params = model.parameters();
+  for (Tensor& p : params) set_grad(p, zeros_like(p));
+  const Tensor norm_before = model.norm->weight.clone(), dense_before = model.dense->weight.clone();
+  opt.step();
+  EXPECT_TRUE(bitwise_equal(model.norm->weight, norm_before));
+  const float shrink = static_cast<float>(1.0 - 3e-4 * 0.01);
+  std::vector<double> want = values(dense_before);
+  for (double& w : want) w = static_cast<float>(static_cast<float>(w) * shrink);
+  EXPECT_TRUE(all_close(model.dense->weight, want, 0, 0));
+}
+
+TEST(OptimTraining, TinyModelLearnsWithGroupsScheduleAndClipping) {
+  TinyEncoder model;
+  AdamWOptions o;
+  o.lr = 0.05;
+  AdamW opt(param_groups_no_decay(model, 0.01), o);
+  Scheduler sched(opt, linear_schedule_with_warmup(5, 120));
+  Generator gen(7);
+  const Tensor ids = randint(0, 11, {16, 5}, {}, &gen);
+  // Label: whether the sequence contains a token < 3 (learnable from embeddings).
+  std::vector<int64_t> labels;
+  for (int64_t r = 0; r < 16; ++r) {
+    bool any = false;
+    for (int64_t c = 0; c < 5; ++c) any = any || ids.select(0, r).select(0, c).item<int64_t>() < 3;
+    labels.push_back(any ? 1 : 0);
+  }
+  const Tensor target = tensor_from(labels);
+  double first = 0, last = 0;
+  for (int step = 0; step < 120; ++step) {
+    opt.zero_grad();
+    // Two micro-batches of 8: gradient accumulation by not zeroing between them.
+    for (int half = 0; half < 2; ++half) {
+      const Tensor x = ids.narrow(0, half * 8, 8), y = target.narrow(0, half * 8, 8);
+      const Tensor loss = cross_entropy(model.forward(x), y) * 0.5;
+      loss.backward();
+      if (step == 0 && half == 0) first = loss.item<double>() * 2;
+      if (step == 119 && half == 0) last = loss.item<double>() * 2;
+    }
+    const double norm = clip_grad_norm(model.parameters(), 1.0);
+    EXPECT_TRUE(std::isfinite(norm));
+    opt.step();
+    sched.step();
+  }
+  EXPECT_LT(last, 0.5 * first) << "first loss " << first << ", last " << last;
+}
+
+// ---- resume from state_dict ------------------------------------------------------
+
+using MakeOptimizer = std::function<std::unique_ptr<Optimizer>(const std::vector<Tensor>&)>;
+
+std::vector<Tensor> fresh_params(DType dtype) {
+  std::vector<Tensor> params;
+  for (int k = 0; k < 3; ++k) {
+    Generator gen(100 + static_cast<uint64_t>(k));
+    params.push_back(randn({k == 1 ? 70000 : 5 + k, 3}, dtype, &gen).set_requires_grad(true));
+  }
+  return params;
+}
+
+// Gradients that depend on the step and the parameters; parameter 2 gets one
+// on even steps only.
+void make_grads(std::vector<Tensor>& params, int step) {
+  for (size_t k = 0; k < params.size(); ++k) {
+    if (k == 2 && step % 2) {
+      params[k].zero_grad();
+      continue;
+    }
+    NoGradGuard no_grad;
+    const Tensor x = params[k].detach();
+    const double s = static_cast<double>(step);
+    set_grad(params[k], add(add(mul(x, 0.3 + 0.01 * s), mul(mul(x, x), 0.1 * (step % 3 - 1))), 0.02 * (s - 5)));
+  }
+}
+
+void train(Optimizer& opt, Scheduler* sched, std::vector<Tensor>& params, int from, int to) {
+  for (int s = from; s < to; ++s) {
+    make_grads(params, s);
+    opt.step();
+    if (sched) sched->step();
+  }
+}
+
+void check_resume(const MakeOptimizer& make, DType dtype, bool through_file) {
+  // 20 steps straight.
+  std::vector<Tensor> straight = fresh_params(dtype);
+  std::unique_ptr<Optimizer> opt_a = make(straight);
+  Scheduler sched_a(*opt_a, linear_schedule_with_warmup(3, 25));
+  train(*opt_a, &sched_a, straight, 0, 20);
+
+  // 10 steps, save, a new optimizer on new parameter tensors, load, 10 more.
+  std::vector<Tensor> first = fresh_params(dtype);
+  std::unique_ptr<Optimizer> opt_b = make(first);
+  Scheduler sched_b(*opt_b, linear_schedule_with_warmup(3, 25));
+  train(*opt_b, &sched_b, first, 0, 10);
+  std::map<std::string, Tensor> opt_state = opt_b->state_dict();
+  std::map<std::string, Tensor> sched_state = sched_b.state_dict();
+  if (through_file) {
+    const std::string path = std::string(KILN_BINARY_DIR) + "/optim_resume_" + opt_b->name() + ".safetensors";
+    nn::NamedTensors named(opt_state.begin(), opt_state.end());
+    nn::save_safetensors(path, named);
+    opt_state = nn::load_safetensors(path);
+    std::filesystem::remove(path);
+  }
+  std::vector<Tensor> snapshot;
+  for (const Tensor& p : first) snapshot.push_back(p.detach().clone());
+  train(*opt_b, &sched_b, first, 10, 12);  // the state snapshot must not see these
+  std::vector<Tensor> resumed = fresh_params(dtype);
+  for (size_t k = 0; k < resumed.size(); ++k) {
+    NoGradGuard no_grad;
+    resumed[k].copy_(snapshot[k]);
+  }
+  std::unique_ptr<Optimizer> opt_r = make(resumed);
+  Scheduler sched_r(*opt_r, linear_schedule_with_warmup(3, 25));
+  opt_r->load_state_dict(opt_state);
+  sched_r.load_state_dict(sched_state);
+  EXPECT_EQ(opt_r->param_step(0), 10);
+  EXPECT_EQ(opt_r->param_step(2), 5);
+  train(*opt_r, &sched_r, resumed, 10, 20);
+  for (size_t k = 0; k < straight.size(); ++k)
+    EXPECT_TRUE(bitwise_equal(resumed[k], straight[k])) << opt_r->name() << " parameter " << k;
+  const std::map<std::string, Tensor> sa = opt_a->state_dict(), sr = opt_r->state_dict();
+  ASSERT_EQ(sa.size(), sr.size());
+  for (const auto& [key, t] : sa) {
+    ASSERT_TRUE(sr.count(key)) << key;
+    EXPECT_TRUE(bitwise_equal(sr.at(key), t)) << key;
+  }
+}
+
+TEST(OptimResume, BitIdenticalAfterStateDictRoundTrip) {
+  const MakeOptimizer sgd = [](const std::vector<Tensor>& p) {
+    return std::make_unique<SGD>(p, SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.0, .weight_decay = 0.01,
+                                               .nesterov = true});
+  };
+  const MakeOptimizer adamw = [](const std::vector<Tensor>& p) {
+    return std::make_unique<AdamW>(p, AdamWOptions{.lr = 0.01});
+  };
+  const MakeOptimizer lamb = [](const std::vector<Tensor>& p) {
+    return std::make_unique<LAMB>(p, LAMBOptions{.lr = 0.01});
+  };
+  for (const MakeOptimizer* make : {&sgd, &adamw, &lamb}) {
+    check_resume(*make, DType::Float32, false);
+    check_resume(*make, DType::Float64, true);
+  }
+}
+
+TEST(OptimResume, StateDictLayout) {
+  std::vector<Tensor> params = fresh_params(DType::Float32);
+  AdamW opt(std::vector<ParamGroup>{{{params[0], params[2]}, {}, {}, {}}, {{params[1]}, 0.5, 0.0, {{"beta1", 0.8}}}},
+            AdamWOptions{});
+  EXPECT_EQ(opt.state_dict().size(), 2u * 6);  // params, lr, weight_decay, beta1, beta2, eps per group; no state yet
+  make_grads(params, 1);                        // parameter 2 has no gradient
+  opt.step();
+  const std::map<std::string, Tensor> sd = opt.state_dict();
+  EXPECT_EQ(values(sd.at("param_groups.0.params")), (std::vector<double>{0, 1}));
+  EXPECT_EQ(values(sd.at("param_groups.1.params")), (std::vector<double>{2}));
+  EXPECT_EQ(sd.at("param_groups.1.lr").item<double>(), 0.5);
+  EXPECT_EQ(sd.at("param_groups.1.beta1").item<double>(), 0.8);
+  EXPECT_EQ(sd.at("param_groups.0.beta1").item<double>(), 0.9);
+  EXPECT_EQ(sd.at("state.0.step").dtype(), DType::Int64);
+  EXPECT_EQ(sd.at("state.0.step").dim(), 0);
+  EXPECT_EQ(sd.at("state.2.exp_avg").sizes(), params[1].sizes());
+  EXPECT_FALSE(sd.count("state.1.step"));  // params[2] (flat index 1) never updated
+  // A snapshot: later steps leave it alone.
+  const Tensor before = sd.at("state.0.exp_avg").clone();
+  make_grads(params, 2);
+  opt.step();
+  EXPECT_TRUE(bitwise_equal(sd.at("state.0.exp_avg"), before));
+}
+
+// ---- clip_grad_norm ------------------------------------------------------------
+
+TEST(OptimClip, TotalNormAndScaling) {
+  Tensor a = tensor({3, 4}, {2}).set_requires_grad(true);        // grad [3, 4]
+  Tensor b = tensor({0, 0, 12}, {3}).set_requires_grad(true);    // grad [0, 0, 12]
+  Tensor c = zeros({2}).set_requires_grad(true);                  // no grad: skipped
+  set_grad(a, tensor({3, 4}, {2}));
+  set_grad(b, tensor({0, 0, 12}, {3}));
+  EXPECT_DOUBLE_EQ(grad_norm({a, b, c}), 13.0);
+  EXPECT_DOUBLE_EQ(grad_norm({a, b, c}, INFINITY), 12.0);
+  EXPECT_NEAR(grad_norm({a, b, c}, 1.0), 19.0, 1e-12);
+  // Under the limit: untouched.
+  EXPECT_DOUBLE_EQ(clip_grad_norm({a, b, c}, 20.0), 13.0);
+  EXPECT_EQ(values(a.grad()), (std::vector<double>{3, 4}));
+  // Over: scaled by max_norm / (total + 1e-6), in float32.
+  const uint32_t version = a.grad().version();
+  EXPECT_DOUBLE_EQ(clip_grad_norm({a, b, c}, 6.5), 13.0);
+  const float coef = static_cast<float>(6.5 / (13.0 + 1e-6));
+  EXPECT_EQ(values(a.grad()), (std::vector<double>{3.0f * coef, 4.0f * coef}));
+  EXPECT_EQ(values(b.grad()), (std::vector<double>{0, 0, 12.0f * coef}));
+  EXPECT_GT(a.grad().version(), version);
+  EXPECT_FALSE(c.grad().defined());
+  EXPECT_NEAR(grad_norm({a, b}), 6.5, 1e-5);
+  // No gradients at all: 0.
+  EXPECT_EQ(clip_grad_norm({c}, 1.0), 0.0);
+}
+
+TEST(OptimClip, NonFiniteNorms) {
+  Tensor a = zeros({3}).set_requires_grad(true), b = zeros({2}).set_requires_grad(true);
+  set_grad(a, tensor({1, NAN, 2}, {3}));
+  set_grad(b, tensor({1, 1}, {2}));
+  EXPECT_TRUE(std::isnan(clip_grad_norm({a, b}, 1.0)));
+  for (double v : values(b.grad())) EXPECT_TRUE(std::isnan(v));  // scaled by nan, as PyTorch
+  set_grad(a, tensor({1, INFINITY, 2}, {3}));
+  set_grad(b, tensor({1, 1}, {2}));
+  EXPECT_KILN_ERROR(clip_grad_norm({a, b}, 1.0, 2.0, true), "total norm of order 2 of the gradients is inf");
+  EXPECT_EQ(values(b.grad()), (std::vector<double>{1, 1}));  // untouched on error
+  EXPECT_TRUE(std::isinf(clip_grad_norm({a, b}, 1.0)));
+  EXPECT_EQ(values(b.grad()), (std::vector<double>{0, 0}));  // scaled by 1 / inf = 0
+  set_grad(a, tensor({1, NAN, 2}, {3}));
+  EXPECT_TRUE(std::isnan(grad_norm({a}, INFINITY)));
+  EXPECT_KILN_ERROR(clip_grad_norm({a}, -1.0), "max_norm must be >= 0");
+  EXPECT_KILN_ERROR(clip_grad_norm({a}, 1.0, 0.0), "norm_type must be > 0");
+}
+
+TEST(OptimClip, Float64AccumulationAndNonContiguousGrad) {
+  // 1e20^2 overflows float32 but not the float64 accumulator.
+  Tensor a = zeros({2}).set_requires_grad(true);
+  set_grad(a, tensor({3e20, 4e20}, {2}));
+  const double x = static_cast<float>(3e20), y = static_cast<float>(4e20);
+  EXPECT_DOUBLE_EQ(grad_norm({a}), std::sqrt(x * x + y * y));
+  Tensor w = zeros({3, 2}).set_requires_grad(true);
+  set_grad(w, tensor({1, 2, 3, 4, 5, 6}, {2, 3}).t());  // transposed view
+  EXPECT_NEAR(clip_grad_norm({w}, 1.0), std::sqrt(91.0), 1e-6);
+  EXPECT_NEAR(grad_norm({w}), 1.0, 1e-6);
+}
+
+// ---- determinism across thread counts ------------------------------------------
+
+TEST(OptimDeterminism, SameBitsForAnyThreadCount) {
+  kiln::testing::ThreadCountGuard guard;
+  auto run = [](int threads, const char* which) {
+    set_num_threads(threads);
+    std::vector<Tensor> params = fresh_params(DType::Float32);  // one has 210000 elements (> 3 chunks)
+    std::unique_ptr<Optimizer> opt;
+    if (std::string(which) == "AdamW") opt = std::make_unique<AdamW>(params, AdamWOptions{});
+    else opt = std::make_unique<LAMB>(params, LAMBOptions{});
+    double norm = 0;
+    for (int s = 0; s < 3; ++s) {
+      make_grads(params, s);
+      norm += clip_grad_norm(params, 50.0);
+      opt->step();
+    }
+    return std::make_pair(params, norm);
+  };
+  for (const char* which : {"AdamW", "LAMB"}) {
+    const auto [one, n1] = run(1, which);
+    const auto [two, n2] = run(2, which);
+    EXPECT_EQ(n1, n2) << which;
+    for (size_t k = 0; k < one.size(); ++k) EXPECT_TRUE(bitwise_equal(one[k], two[k])) << which << " " << k;
+  }
+}
+
+// ---- zero_grad, versions and errors ----------------------------------------------
+
+TEST(OptimBasics, ZeroGradAndVersions) {
+  Tensor p = ones({3}).set_requires_grad(true);
+  SGD opt({p}, SGDOptions{.lr = 0.5});
+  set_grad(p, ones({3}));
+  const uint32_t v0 = p.version();
+  opt.step();
+  EXPECT_GT(p.version(), v0);
+  EXPECT_EQ(values(p), (std::vector<double>{0.5, 0.5, 0.5}));
+  opt.zero_grad(false);
+  ASSERT_TRUE(p.grad().defined());
+  EXPECT_EQ(values(p.grad()), (std::vector<double>{0, 0, 0}));
+  opt.zero_grad();
+  EXPECT_FALSE(p.grad().defined());
+  opt.step();  // nothing to do
+  EXPECT_EQ(opt.param_step(0), 1);
+  opt.set_lr(0.25);
+  EXPECT_EQ(opt.lr(0), 0.25);
+}
+
+TEST(OptimBasics, ConstructionErrors) {
+  Tensor p = ones({3}).set_requires_grad(true);
+  EXPECT_KILN_ERROR(SGD({p}, SGDOptions{.lr = -0.1}), "SGD: invalid learning rate -0.1 in parameter group 0");
+  EXPECT_KILN_ERROR(AdamW(std::vector<ParamGroup>{{{p}, -1.0, {}, {}}}, AdamWOptions{}),
+                    "AdamW: invalid learning rate -1");
+  EXPECT_KILN_ERROR(SGD(std::vector<Tensor>{}, SGDOptions{}), "SGD: got an empty parameter list");
+  EXPECT_KILN_ERROR(AdamW(std::vector<ParamGroup>{{{}, {}, {}, {}}}, AdamWOptions{}), "empty parameter list");
+  EXPECT_KILN_ERROR(SGD({p, p}, SGDOptions{}), "parameter 1 of group 0 shares its storage");
+  EXPECT_KILN_ERROR(SGD({ones({2, 3}).t()}, SGDOptions{}), "is not contiguous");
+  EXPECT_KILN_ERROR(SGD({zeros({2}, DType::Int64)}, SGDOptions{}), "int64; parameters must be float32 or float64");
+  EXPECT_KILN_ERROR(SGD({Tensor()}, SGDOptions{}), "undefined tensor");
+  Tensor nonleaf = mul(p, 2.0);
+  EXPECT_KILN_ERROR(SGD({nonleaf}, SGDOptions{}), "not a leaf tensor");
+  EXPECT_KILN_ERROR(SGD({p}, SGDOptions{.momentum = 0.9, .dampening = 0.1, .nesterov = true}),
+                    "Nesterov momentum requires momentum > 0 and zero dampening");
+  EXPECT_KILN_ERROR(SGD({p}, SGDOptions{.weight_decay = -1}), "invalid weight_decay -1");
+  EXPECT_KILN_ERROR(AdamW({p}, AdamWOptions{.beta2 = 1.0}), "AdamW: invalid beta2 1");
+  EXPECT_KILN_ERROR(LAMB({p}, LAMBOptions{.eps = -1}), "LAMB: invalid eps -1");
+  EXPECT_KILN_ERROR(AdamW(std::vector<ParamGroup>{{{p}, {}, {}, {{"momentum", 0.9}}}}, AdamWOptions{}),
+                    "unknown option 'momentum' in parameter group 0 (known: beta1, beta2, eps)");
+  SGD opt({p}, SGDOptions{});
+  EXPECT_KILN_ERROR(opt.set_lr(-1.0), "invalid learning rate -1");
+  EXPECT_KILN_ERROR(opt.set_lr(3, 0.1), "SGD.set_lr: group 3 out of range (1 groups)");
+  set_grad(p, ones({4}));
+  EXPECT_KILN_ERROR(opt.step(), "SGD.step: the gradient of parameter 0 of group 0 is Tensor[4]");
+}
+
+TEST(OptimBasics, LoadStateDictErrors) {
+  std::vector<Tensor> params = fresh_params(DType::Float32);
+  SGD sgd(params, SGDOptions{.momentum = 0.9});
+  AdamW adamw(params, AdamWOptions{});
+  make_grads(params, 0);
+  sgd.step();
+  adamw.step();
+  const std::map<std::string, Tensor> sgd_state = sgd.state_dict(), adam_state = adamw.state_dict();
+  // Another optimizer's state.
+  EXPECT_KILN_ERROR(adamw.load_state_dict(sgd_state), "AdamW.load_state_dict: the state does not match",
+                    "missing: param_groups.0.beta1", "state.0.exp_avg", "unexpected: param_groups.0.dampening",
+                    "state.0.momentum_buffer");
+  // A buffer of the wrong shape, and a group of another size.
+  std::map<std::string, Tensor> bad = adam_state;
+  bad["state.1.exp_avg"] = zeros({3});
+  EXPECT_KILN_ERROR(adamw.load_state_dict(bad), "mismatched: state.1.exp_avg is Tensor[3] float32 cpu",
+                    "but parameter 1 is Tensor[70000, 3] float32 cpu");
+  std::vector<Tensor> two(params.begin(), params.begin() + 2);
+  AdamW smaller(two, AdamWOptions{});
+  EXPECT_KILN_ERROR(smaller.load_state_dict(adam_state), "param_groups.0.params is Tensor[3] int64 cpu",
+                    "unexpected: state.2.exp_avg");
+  // Invalid hyperparameters and a bad step count; nothing changes on error.
+  bad = adam_state;
+  bad["param_groups.0.lr"] = scalar_tensor(-1.0, DType::Float64);
+  bad["state.0.step"] = scalar_tensor(0.0, DType::Int64);
+  EXPECT_KILN_ERROR(adamw.load_state_dict(bad), "invalid hyperparameters: AdamW: invalid learning rate -1",
+                    "state.0.step is 0, expected >= 1");
+  bad = adam_state;
+  bad["param_groups.0.eps"] = zeros({1}, DType::Float64);
+  EXPECT_KILN_ERROR(adamw.load_state_dict(bad), "param_groups.0.eps is Tensor[1] float64 cpu, expected a 0-dim float64");
+  EXPECT_EQ(adamw.lr(0), 1e-3);
+  EXPECT_EQ(adamw.param_step(0), 1);
+  // Partial state: a step without its buffers.
+  bad = adam_state;
+  bad.erase("state.0.exp_avg_sq");
+  EXPECT_KILN_ERROR(adamw.load_state_dict(bad), "missing: state.0.exp_avg_sq");
+  // A state without per-parameter entries resets them.
+  std::map<std::string, Tensor> groups_only;
+  for (const auto& [k, v] : adam_state)
+    if (k.rfind("param_groups.", 0) == 0) groups_only[k] = v;
+  adamw.load_state_dict(groups_only);
+  EXPECT_EQ(adamw.param_step(0), 0);
+}
+
+}  // namespace
+}  // namespace kiln
