@@ -1,0 +1,234 @@
+// Fine-tuning data (data/finetune_data.h): SST-2 from KILN_DATA (default
+// ../shared/data; a missing file fails), the CSV parser's quoting rules,
+// TSV/JSONL readers, column detection, label sets, errors with file:line,
+// and dynamic padding.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "data/finetune_data.h"
+#include "test_util.h"
+
+namespace kiln::data {
+namespace {
+namespace fs = std::filesystem;
+
+std::string data_file(const std::string& rel) {
+  const char* env = std::getenv("KILN_DATA");
+  const std::string path = std::string(env && *env ? env : KILN_DEFAULT_DATA) + "/" + rel;
+  if (!fs::exists(path)) throw std::runtime_error("missing data file " + path + " (set KILN_DATA)");
+  return path;
+}
+
+const BertTokenizer& bert() {
+  static const BertTokenizer tok = BertTokenizer::from_vocab_file(data_file("vocab/bert-base-uncased-vocab.txt"));
+  return tok;
+}
+
+class TempFiles {
+ public:
+  TempFiles() : dir_(fs::temp_directory_path() / ("kiln_finetune_" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+  }
+  ~TempFiles() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+
+ private:
+  fs::path dir_;
+};
+
+TEST(FinetuneData, Sst2TrainAndDev) {
+  const LabeledDataset train = read_labeled_file(data_file("sst2/train.tsv"));
+  EXPECT_EQ(train.size(), 67349u);
+  EXPECT_EQ(train.text_column, "sentence");
+  EXPECT_FALSE(train.has_pair());
+  EXPECT_EQ(train.label_set, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(train.examples[0].text, "hide new secretions from the parental units");  // CRLF stripped
+  EXPECT_EQ(train.examples[0].label, 0);
+  EXPECT_EQ(train.examples[0].line, 2u);
+  EXPECT_EQ(train.examples[2].label, 1);
+  size_t positive = 0;
+  for (const auto& e : train.examples) positive += e.label == 1;
+  EXPECT_EQ(positive, 37569u);
+
+  LabeledFileOptions dev_opt;
+  dev_opt.label_set = train.label_set;
+  const LabeledDataset dev = read_labeled_file(data_file("sst2/dev.tsv"), dev_opt);
+  EXPECT_EQ(dev.size(), 872u);
+  EXPECT_EQ(dev.text_column, "content");  // named differently from train's column
+  EXPECT_EQ(dev.examples[0].text, "one long string of cliches .");
+  size_t dev_positive = 0;
+  for (const auto& e : dev.examples) dev_positive += e.label == 1;
+  EXPECT_EQ(dev_positive, 444u);
+
+  // Encode + dynamic padding of a few rows.
+  const LabeledDataset head{dev.path, dev.text_column, "",
+                            "label",  dev.label_set,   {dev.examples.begin(), dev.examples.begin() + 5}};
+  const std::vector<LabeledEncoding> enc = encode_labeled(head, bert(), 128);
+  ASSERT_EQ(enc.size(), 5u);
+  size_t longest = 0;
+  for (size_t i = 0; i < enc.size(); ++i) {
+    EXPECT_EQ(enc[i].encoding.ids, bert().encode(head.examples[i].text).ids);
+    EXPECT_EQ(enc[i].label, head.examples[i].label);
+    longest = std::max(longest, enc[i].encoding.size());
+  }
+  const ClassificationBatch batch = collate_classification(enc, bert().pad_id(), 8);
+  const int64_t t = static_cast<int64_t>((longest + 7) / 8 * 8);
+  EXPECT_EQ(batch.inputs.input_ids.sizes(), (Shape{5, t}));
+  EXPECT_EQ(batch.inputs.input_ids.dtype(), DType::Int64);
+  EXPECT_EQ(batch.labels.sizes(), (Shape{5}));
+  const auto ids = batch.inputs.input_ids.to_vector<int64_t>(), mask = batch.inputs.attention_mask.to_vector<int64_t>();
+  for (size_t i = 0; i < 5; ++i)
+    for (size_t j = 0; j < static_cast<size_t>(t); ++j) {
+      const bool real = j < enc[i].encoding.size();
+      EXPECT_EQ(ids[i * static_cast<size_t>(t) + j], real ? enc[i].encoding.ids[j] : bert().pad_id());
+      EXPECT_EQ(mask[i * static_cast<size_t>(t) + j], real ? 1 : 0);
+    }
+  EXPECT_EQ(batch.labels.to_vector<int64_t>()[0], head.examples[0].label);
+}
+
+TEST(FinetuneData, CsvQuotingRules) {
+  const Table t = parse_csv(
+      "text,label\r\n"
+      "plain,0\r\n"
+      "\"with, comma\",1\n"
+      "\"doubled \"\"quotes\"\"\",0\n"
+      "\"embedded\nnew line\",1\n"
+      "\n"  // blank line skipped
+      "\"\",0\n"
+      "bare \"quote inside,1\n"
+      "last,\"\"",
+      "mem.csv");
+  ASSERT_EQ(t.columns, (std::vector<std::string>{"text", "label"}));
+  const std::vector<std::vector<std::string>> want = {{"plain", "0"},
+                                                      {"with, comma", "1"},
+                                                      {"doubled \"quotes\"", "0"},
+                                                      {"embedded\nnew line", "1"},
+                                                      {"", "0"},
+                                                      {"bare \"quote inside", "1"},
+                                                      {"last", ""}};
+  EXPECT_EQ(t.rows, want);
+  EXPECT_EQ(t.row_lines, (std::vector<size_t>{2, 3, 4, 5, 8, 9, 10}));
+  const Table trailing = parse_csv("a,b\n1,\n", "x.csv");
+  EXPECT_EQ(trailing.rows, (std::vector<std::vector<std::string>>{{"1", ""}}));
+
+  EXPECT_KILN_ERROR(parse_csv("a,b\n1,2\n\"open,3\n4,5\n", "bad.csv"), "bad.csv:3", "unterminated quoted field");
+  EXPECT_KILN_ERROR(parse_csv("a,b\n1,2\n3\n", "bad.csv"), "bad.csv:3", "expected 2", "got 1");
+  EXPECT_KILN_ERROR(parse_csv("a,b\n\"x\"y,2\n", "bad.csv"), "bad.csv:2", "after a closing quote");
+  EXPECT_KILN_ERROR(parse_csv("a,b\n\"multi\nline\",2,3\n", "bad.csv"), "bad.csv:2", "got 3");
+  EXPECT_KILN_ERROR(parse_csv("", "empty.csv"), "empty.csv", "empty file");
+}
+
+TEST(FinetuneData, CsvJsonlAndPairs) {
+  TempFiles files;
+  const std::string csv = files.write("pairs.csv",
+                                      "\xEF\xBB\xBF"
+                                      "idx,sentence1,sentence2,label\n"
+                                      "0,\"A man, sitting.\",A person sits.,entailment\n"
+                                      "1,It rains.,\"It's \"\"dry\"\".\",contradiction\n"
+                                      "2,x,y,neutral\n");
+  const LabeledDataset ds = read_labeled_file(csv);
+  EXPECT_EQ(ds.text_column, "sentence1");
+  EXPECT_EQ(ds.pair_column, "sentence2");
+  EXPECT_EQ(ds.label_set, (std::vector<std::string>{"contradiction", "entailment", "neutral"}));  // sorted
+  ASSERT_EQ(ds.size(), 3u);
+  EXPECT_EQ(ds.examples[0].text, "A man, sitting.");
+  EXPECT_EQ(ds.examples[1].text_pair, "It's \"dry\".");
+  EXPECT_EQ(ds.examples[0].label, 1);
+  EXPECT_EQ(ds.examples[1].label, 0);
+
+  LabeledFileOptions given;
+  given.label_set = {"entailment", "neutral", "contradiction"};
+  EXPECT_EQ(read_labeled_file(csv, given).examples[1].label, 2);
+  given.label_set = {"entailment", "contradiction"};
+  EXPECT_KILN_ERROR(read_labeled_file(csv, given), "pairs.csv:4", "label \"neutral\" is not in the label set");
+  LabeledFileOptions no_pair;
+  no_pair.pair_column = "";
+  EXPECT_FALSE(read_labeled_file(csv, no_pair).has_pair());
+
+  const std::string jsonl = files.write("qnli.jsonl",
+                                        "{\"question\": \"Who?\", \"sentence\": \"Me.\", \"label\": 1}\n"
+                                        "\n"
+                                        "{\"label\": 0, \"sentence\": \"You.\", \"question\": \"Who else?\", "
+                                        "\"extra\": [1]}\n"
+                                        "{\"question\": \"Why?\", \"sentence\": \"So.\", \"label\": \"2\"}\n");
+  const LabeledDataset q = read_labeled_file(jsonl);
+  EXPECT_EQ(q.text_column, "question");
+  EXPECT_EQ(q.pair_column, "sentence");
+  EXPECT_EQ(q.label_set, (std::vector<std::string>{"0", "1", "2"}));  // integers keep their value
+  EXPECT_EQ(q.examples[1].text, "Who else?");
+  EXPECT_EQ(q.examples[1].line, 3u);
+  EXPECT_EQ(q.examples[0].label, 1);
+  EXPECT_EQ(q.examples[2].label, 2);
+  const auto enc = encode_labeled(q, bert(), 0);
+  EXPECT_EQ(enc[0].encoding.ids, bert().encode("Who?", std::string_view("Me.")).ids);
+  EXPECT_EQ(enc[0].encoding.type_ids.back(), 1);
+
+  const std::string missing_key = files.write("bad.jsonl", "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\"}\n");
+  EXPECT_KILN_ERROR(read_labeled_file(missing_key), "bad.jsonl:2", "missing key \"label\"");
+  const std::string bad_json = files.write("bad2.jsonl", "{\"text\": \"a\", \"label\": 0}\n{\"text\": \n");
+  EXPECT_KILN_ERROR(read_labeled_file(bad_json), "bad2.jsonl:2", "invalid JSON");
+  const std::string nested = files.write("bad3.jsonl", "{\"text\": {\"a\": 1}, \"label\": 0}\n");
+  EXPECT_KILN_ERROR(read_labeled_file(nested), "bad3.jsonl:1", "not a string or a number");
+}
+
+TEST(FinetuneData, TsvErrorsNameFileAndLine) {
+  TempFiles files;
+  EXPECT_KILN_ERROR(read_labeled_file("/nonexistent/train.tsv"), "/nonexistent/train.tsv", "does not exist");
+  const std::string ragged = files.write("ragged.tsv", "sentence\tlabel\na\t0\nb\t1\textra\n");
+  EXPECT_KILN_ERROR(read_labeled_file(ragged), "ragged.tsv:3", "expected 2 tab-separated fields, got 3");
+  const std::string no_label = files.write("nolabel.tsv", "sentence\tscore\na\t0\n");
+  EXPECT_KILN_ERROR(read_labeled_file(no_label), "nolabel.tsv:1", "no label column \"label\"", "sentence, score");
+  LabeledFileOptions unlabeled;
+  unlabeled.label_column = "";
+  const LabeledDataset u = read_labeled_file(no_label, unlabeled);
+  EXPECT_EQ(u.text_column, "sentence");
+  EXPECT_EQ(u.examples[0].label, -1);
+  EXPECT_TRUE(u.label_set.empty());
+  LabeledFileOptions wrong_text;
+  wrong_text.text_column = "review";
+  EXPECT_KILN_ERROR(read_labeled_file(no_label, wrong_text), "no text column \"review\"");
+  const std::string empty_label = files.write("empty_label.tsv", "sentence\tlabel\na\t0\nb\t \n");
+  EXPECT_KILN_ERROR(read_labeled_file(empty_label), "empty_label.tsv:3", "empty label");
+  const std::string odd = files.write("data.txt", "a\tb\n");
+  EXPECT_KILN_ERROR(read_labeled_file(odd), "data.txt", "extension");
+  LabeledFileOptions as_tsv;
+  as_tsv.format = TableFormat::Tsv;
+  as_tsv.label_column = "b";
+  EXPECT_EQ(read_labeled_file(odd, as_tsv).text_column, "a");  // first non-label column
+  const std::string quotes = files.write("mnli.tsv", "sentence\tlabel\nHe said \"hi\tx\n");
+  const LabeledDataset q = read_labeled_file(quotes);  // TSV has no quoting: the quote is text
+  EXPECT_EQ(q.examples[0].text, "He said \"hi");
+  EXPECT_EQ(q.label_set, (std::vector<std::string>{"x"}));
+  LabeledFileOptions strict;
+  strict.label_set = {"0", "1"};
+  const std::string three = files.write("three.tsv", "sentence\tlabel\na\t0\nb\t2\n");
+  EXPECT_KILN_ERROR(read_labeled_file(three, strict), "three.tsv:3", "label \"2\" is not in the label set {0, 1}");
+}
+
+TEST(FinetuneData, PadEncodingsChecksItsInput) {
+  std::vector<Encoding> none;
+  EXPECT_KILN_ERROR(pad_encodings(none, 0), "empty batch");
+  std::vector<Encoding> bad(1);
+  bad[0].ids = {101, 102};
+  bad[0].type_ids = {0};
+  bad[0].attention_mask = {1, 1};
+  EXPECT_KILN_ERROR(pad_encodings(bad, 0), "unequal length");
+  bad[0].type_ids = {0, 0};
+  EXPECT_KILN_ERROR(pad_encodings(bad, 0, 0), "pad_to_multiple_of");
+  const PaddedBatch b = pad_encodings(bad, 0, 1);
+  EXPECT_EQ(b.input_ids.to_vector<int64_t>(), (std::vector<int64_t>{101, 102}));
+}
+
+}  // namespace
+}  // namespace kiln::data
