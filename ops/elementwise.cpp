@@ -39,7 +39,7 @@ namespace {
 Tensor wrap_scalar(double v, const Tensor& t) {
   DType dt = t.dtype();
   if (!is_floating(dt) && v != std::floor(v)) dt = DType::Float32;
-  else if (dt == DType::Bool && v != 0.0 && v != 1.0) dt = DType::Int64;
+  else if (dt == DType::Bool) dt = DType::Int64;  // arithmetic on bools counts: b + 1 -> int64
   return scalar_tensor(v, TensorOptions(dt, t.device()));
 }
 
