@@ -70,6 +70,19 @@ TEST(Tokenizer, LowercaseStripsAccentsCasedKeepsThem) {
   EXPECT_EQ(toks(cased, "HELLO"), (Strings{"[UNK]"}));
 }
 
+// NFD orders kept combining marks by combining class, across controls that
+// cleaning removed first: U+1D16D (ccc 226) \x01 U+1D165 (ccc 216) -> 1D165 1D16D.
+TEST(Tokenizer, CanonicalOrderingOfKeptMarks) {
+  const kiln::data::BasicTokenizer basic(true);
+  kiln::data::WordList words;
+  basic.split("a\xF0\x9D\x85\xAD\x01\xF0\x9D\x85\xA5 b\xF0\x9D\x85\xAD \xF0\x9D\x85\xA5", words);
+  ASSERT_EQ(words.words.size(), 3u);
+  EXPECT_EQ(words.word(0), "a\xF0\x9D\x85\xA5\xF0\x9D\x85\xAD");
+  EXPECT_EQ(words.words[0].num_chars, 3u);
+  EXPECT_EQ(words.word(1), "b\xF0\x9D\x85\xAD");
+  EXPECT_EQ(words.word(2), "\xF0\x9D\x85\xA5");
+}
+
 TEST(Tokenizer, PunctuationIncludesAsciiSymbols) {
   auto t = small();
   EXPECT_EQ(toks(t, "hello,world!"), (Strings{"hello", ",", "world", "!"}));

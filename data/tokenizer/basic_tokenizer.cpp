@@ -59,7 +59,8 @@ class Splitter {
     while (i < n) {
       const uint8_t c = p[i];
       if (c < 0x80) {
-        if (!pending_.empty()) flush_pending();
+        // A dropped control leaves the mark run intact (cleaning precedes NFD).
+        if (!pending_.empty() && table.cls[c] != kDrop) flush_pending();
         switch (table.cls[c]) {
           case kWordChar:
             out_.bytes.push_back(lowercase_ ? table.lower[c] : static_cast<char>(c));
