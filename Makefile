@@ -65,7 +65,7 @@ test-main: deps build
 # The sanitizer build skips CUDA: device code is compiled once, in the main build.
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON \
-	  -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF
+	  -DKILN_CUDA=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	KILN_CACHING_ALLOCATOR=0 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
