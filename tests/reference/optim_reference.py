@@ -12,6 +12,7 @@ case settings (kiln option names), the initial values and, after every step,
 all parameter values and the group learning rates.
 """
 import json
+import os
 import math
 import sys
 
@@ -113,8 +114,11 @@ def cases():
 
 def main():
     out = {"torch_version": torch.__version__, "cases": [run(c) for c in cases()]}
-    with open(sys.argv[1], "w") as f:
+    # atomic: test processes running in parallel may write and read the same file
+    tmp = f"{sys.argv[1]}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
         json.dump(out, f)
+    os.replace(tmp, sys.argv[1])
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ Modes (output: one line per input item):
           space-separated (no input file)
 """
 import argparse
+import os
 import sys
 
 from tokenizers import BertWordPieceTokenizer
@@ -95,9 +96,11 @@ def main():
             words = pre.pre_tokenize_str(normalizer.normalize_str(text))
             out.append(" ".join(w.encode("utf-8").hex() for w, _ in words))
 
-    with open(args.output, "w", encoding="utf-8", newline="\n") as f:
+    tmp = f"{args.output}.tmp-{os.getpid()}"  # atomic for parallel test processes
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for line in out:
             f.write(line + "\n")
+    os.replace(tmp, args.output)
     return 0
 
 
