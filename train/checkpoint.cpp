@@ -86,6 +86,14 @@ std::string save_checkpoint(const std::string& output_dir, int64_t step, const C
     const std::string state = data.trainer_state.dump(2) + "\n";
     write_file_atomic((tmp / "trainer_state.json").string(),
                       {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(state.data()), state.size())});
+    for (const auto& [name, text] : data.extra_files) {
+      KILN_CHECK(!name.empty() && name.find('/') == std::string::npos && name[0] != '.' &&
+                     fs::path(name).filename() == name,
+                 "save_checkpoint: extra file name '", name, "' is not a plain file name");
+      write_file_atomic((tmp / name).string(),
+                        {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+      fsync_path(tmp / name, false);
+    }
     for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
       fsync_path(tmp / f, false);
     fsync_path(tmp, true);

@@ -6,6 +6,7 @@
 //     optimizer.safetensors  optimizer and scheduler state tensors
 //     trainer_state.json     step, epoch, data-loader position, RNG state,
 //                            scheduler/scaler scalars, metrics, command-line config
+//     vocab.txt, ...         CheckpointData::extra_files
 //
 // Note [Atomic checkpoints]: a save writes everything into a sibling
 // temporary directory (".checkpoint-STEP.tmp-PID"), fsyncs every file and the
@@ -32,6 +33,9 @@ struct CheckpointData {
   std::map<std::string, Tensor> optimizer;      // optimizer + scheduler tensors
   nlohmann::json trainer_state;                 // must hold "step"
   BertConfig config;
+  // Further files by name (e.g. "vocab.txt", "tokenizer_config.json"), so a
+  // checkpoint is a complete Hugging Face model directory. Plain names only.
+  std::map<std::string, std::string> extra_files;
 };
 
 // Writes OUTPUT/checkpoint-STEP atomically; returns its path. Removes stale

@@ -1,0 +1,234 @@
+// `kiln pretrain`, `kiln finetune`, `kiln evaluate`: the training tools.
+//
+// Flags are named after the Hugging Face example scripts where they overlap
+// and bound to train::TrainingArguments (train/trainer.h). Any flag can also
+// come from a JSON file given with --args-file (tools/args_file.h); flags on
+// the command line win over it.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "kiln.h"
+#include "nn/safetensors.h"
+#include "tools/command.h"
+#include "train/classification_task.h"
+#include "train/mlm_task.h"
+#include "train/trainer.h"
+
+namespace kiln::tools {
+namespace {
+namespace fs = std::filesystem;
+using train::TrainingArguments;
+
+enum class Mode { Pretrain, Finetune, Evaluate };
+
+struct TrainCommand {
+  TrainingArguments args;
+  bool overwrite_output_dir = false;
+  std::string args_file;
+};
+
+void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
+  TrainingArguments& a = c.args;
+  const bool training = mode != Mode::Evaluate;
+  cmd->add_option("--args-file", c.args_file,
+                  "JSON file of flag values, e.g. {\"lr\": 1e-4, \"batch-size\": 16}; command-line flags win");
+  cmd->add_option("--model", a.model,
+                  mode == Mode::Pretrain ? "Hugging Face model directory to continue pretraining from"
+                                         : "Hugging Face model directory (config.json, model.safetensors, vocab.txt)");
+  if (mode == Mode::Pretrain)
+    cmd->add_option("--config", a.config,
+                    "config of a new model: a config.json or a preset (bert-tiny, bert-mini, bert-small, bert-base); "
+                    "default without --train-file: a small demo model");
+  cmd->add_option("--vocab", a.vocab, "vocab.txt (default: the model directory's)");
+  cmd->add_flag("--cased", a.cased, "keep case and accents (default: lower-case unless tokenizer_config.json says)");
+  if (training) {
+    cmd->add_option("--train-file", a.train_file,
+                    mode == Mode::Pretrain
+                        ? "raw text (one sentence per line, blank lines between documents) or a `kiln prepare` "
+                          "folder; default: a synthetic corpus generated from --seed"
+                        : "labelled TSV, CSV or JSONL (GLUE layout)");
+  }
+  cmd->add_option("--validation-file", a.validation_file,
+                  mode == Mode::Finetune ? "labelled file to evaluate on"
+                                         : "text, `kiln prepare` folder or labelled file to evaluate on");
+  cmd->add_option("--max-seq-length", a.max_seq_length, "tokens per sequence, [CLS] and [SEP] included")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "examples per micro-batch")->capture_default_str();
+  cmd->add_option("--eval-batch-size", a.eval_batch_size, "examples per evaluation batch (0: --batch-size)");
+  cmd->add_option("--workers", a.workers, "data-loader worker threads (0: load in the training thread)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "random seed (initialisation, dropout, shuffling, masking)")->capture_default_str();
+  cmd->add_option("--device", a.device, "cpu or cuda[:N]")->capture_default_str();
+  cmd->add_option("--output-dir", a.output_dir,
+                  training ? "where checkpoints, metrics and the final model go (required)"
+                           : "also write eval_results.json here");
+  if (mode != Mode::Finetune) {
+    cmd->add_option("--mlm-probability", a.mlm_probability, "fraction of tokens to mask")->capture_default_str();
+    cmd->add_flag("--whole-word-mask", a.whole_word_mask, "mask whole words (a word and its ## pieces)");
+  }
+  if (mode != Mode::Pretrain) {
+    cmd->add_option("--text-column", a.text_column, "text column (default: detected, e.g. sentence)");
+    cmd->add_option("--pair-column", a.pair_column, "second text column (default: detected; 'none': no pair)");
+    cmd->add_option("--label-column", a.label_column, "label column")->capture_default_str();
+  }
+  if (!training) return;
+  if (mode == Mode::Pretrain)
+    cmd->add_option("--validation-split-percentage", a.validation_split_percentage,
+                    "without --validation-file: % of the training examples held out for evaluation")
+        ->capture_default_str();
+  cmd->add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (gradient accumulation)")
+      ->capture_default_str();
+  cmd->add_option("--lr", a.lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--warmup-ratio", a.warmup_ratio, "fraction of the steps with a linear warm-up")
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", a.warmup_steps, "warm-up steps (overrides --warmup-ratio when > 0)");
+  cmd->add_option("--epochs", a.epochs, "passes over the training data")->capture_default_str();
+  cmd->add_option("--max-steps", a.max_steps, "optimizer steps (overrides --epochs when > 0)");
+  cmd->add_option("--weight-decay", a.weight_decay, "decoupled weight decay (never on biases and LayerNorm)")
+      ->capture_default_str();
+  cmd->add_option("--optimizer", a.optimizer, "adamw, lamb or sgd")->capture_default_str();
+  cmd->add_option("--lr-scheduler", a.lr_scheduler, "linear, cosine, constant, constant_with_warmup or polynomial")
+      ->capture_default_str();
+  cmd->add_option("--adam-beta1", a.adam_beta1, "AdamW/LAMB beta1")->capture_default_str();
+  cmd->add_option("--adam-beta2", a.adam_beta2, "AdamW/LAMB beta2")->capture_default_str();
+  cmd->add_option("--adam-epsilon", a.adam_epsilon, "AdamW/LAMB epsilon")->capture_default_str();
+  cmd->add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--max-grad-norm", a.max_grad_norm, "clip the global gradient norm (<= 0: no clipping)")
+      ->capture_default_str();
+  cmd->add_option("--save-steps", a.save_steps, "save a checkpoint every N steps (<= 0: only at the end)")
+      ->capture_default_str();
+  cmd->add_option("--save-total-limit", a.save_total_limit, "keep only the newest N checkpoints (0: all)");
+  cmd->add_option("--eval-steps", a.eval_steps, "evaluate every N steps (<= 0: only at the end)");
+  cmd->add_option("--logging-steps", a.logging_steps, "log metrics every N steps")->capture_default_str();
+  cmd->add_flag("--resume", a.resume, "continue from the newest checkpoint in --output-dir");
+  cmd->add_option("--stop-after-steps", a.stop_after_steps,
+                  "stop this process after N steps, keeping the schedule of the full run (resume later)");
+  cmd->add_flag("--overwrite-output-dir", c.overwrite_output_dir,
+                "remove a previous run's checkpoints, metrics and model from --output-dir first");
+}
+
+// Defaults of the synthetic demo for every flag the user did not give.
+void apply_demo_defaults(CLI::App* cmd, TrainingArguments& a) {
+  auto unset = [&](const char* flag) { return cmd->get_option(flag)->count() == 0; };
+  if (unset("--lr")) a.lr = 1e-3;
+  if (unset("--max-steps") && unset("--epochs")) a.max_steps = 600;
+  if (unset("--warmup-ratio") && unset("--warmup-steps")) a.warmup_ratio = 0.05;
+  if (unset("--max-seq-length")) a.max_seq_length = 64;
+  if (unset("--weight-decay")) a.weight_decay = 0.01;
+  if (unset("--logging-steps")) a.logging_steps = 25;
+  if (unset("--eval-steps")) a.eval_steps = 100;
+  if (unset("--save-steps")) a.save_steps = 200;
+  if (unset("--output-dir")) a.output_dir = "kiln-demo";
+}
+
+void check_device(const std::string& name) {
+  const Device d = Device::parse(name);
+  if (d.type == DeviceType::CUDA) {
+    KILN_CHECK(cuda_built(), "--device ", name, ": kiln was built without CUDA");
+    fail("--device ", name, ": training on CUDA is not available yet; use --device cpu");
+  }
+}
+
+// Removes what a previous run wrote (never other files).
+void clear_previous_run(const fs::path& dir) {
+  if (!fs::is_directory(dir)) return;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const bool ours = name.rfind("checkpoint-", 0) == 0 || name.rfind(".checkpoint-", 0) == 0 ||
+                      name.rfind("events.out.tfevents.", 0) == 0 || name == "metrics.jsonl" ||
+                      name == "training.svg" || name == "config.json" || name == "model.safetensors" ||
+                      name == "vocab.txt" || name == "tokenizer_config.json" || name == "eval_results.json";
+    if (ours) fs::remove_all(e.path());
+  }
+}
+
+void write_eval_results(const std::string& dir, const std::map<std::string, double>& m) {
+  if (dir.empty()) return;
+  fs::create_directories(dir);
+  const std::string text = nlohmann::json(m).dump(2) + "\n";
+  write_file_atomic((fs::path(dir) / "eval_results.json").string(),
+                    {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+}
+
+int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
+  TrainingArguments& a = c.args;
+  const bool demo = mode == Mode::Pretrain && a.train_file.empty();
+  if (demo) apply_demo_defaults(cmd, a);
+  check_device(a.device);
+  KILN_CHECK(!a.output_dir.empty(), "--output-dir is required");
+  KILN_CHECK(!(c.overwrite_output_dir && a.resume), "--overwrite-output-dir and --resume contradict each other");
+  if (c.overwrite_output_dir) clear_previous_run(a.output_dir);
+  std::unique_ptr<train::TrainTask> task;
+  double baseline = std::numeric_limits<double>::quiet_NaN();
+  if (mode == Mode::Pretrain) {
+    auto mlm = std::make_unique<train::MlmTask>(a, std::cout);
+    baseline = mlm->unigram_baseline();
+    task = std::move(mlm);
+  } else {
+    task = std::make_unique<train::ClassificationTask>(a, std::cout);
+  }
+  const train::TrainResult r = train::train(a, *task, std::cout);
+  if (r.finished) {
+    std::cout << "final evaluation:";
+    for (auto& [k, v] : r.eval) std::cout << " " << k << " " << v;
+    std::cout << "\n";
+    if (demo && r.eval.count("mlm_accuracy"))
+      std::cout << "masked-LM accuracy " << r.eval.at("mlm_accuracy") << " against the unigram baseline "
+                << baseline << (r.eval.at("mlm_accuracy") > baseline ? ": the model learned the language's structure\n"
+                                                                      : ": no better than the baseline\n");
+  }
+  return 0;
+}
+
+int run_evaluate(TrainCommand& c) {
+  TrainingArguments& a = c.args;
+  check_device(a.device);
+  KILN_CHECK(!a.model.empty(), "--model DIR is required");
+  KILN_CHECK(!a.validation_file.empty(), "--validation-file is required");
+  const std::string ext = fs::path(a.validation_file).extension().string();
+  const bool labelled = ext == ".tsv" || ext == ".csv" || ext == ".jsonl";
+  std::map<std::string, double> m;
+  if (labelled) {
+    train::ClassificationTask task(a, std::cerr, /*for_training=*/false);
+    m = task.evaluate();
+  } else {
+    train::MlmTask task(a, std::cerr, /*for_training=*/false);
+    m = task.evaluate();
+  }
+  KILN_CHECK(!m.empty(), "--validation-file ", a.validation_file, " gives no example to evaluate");
+  std::cout << nlohmann::json(m).dump() << "\n";
+  write_eval_results(a.output_dir, m);
+  return 0;
+}
+
+const Registrar reg_pretrain("pretrain", [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("pretrain", "Pretrain a BERT masked language model (no data flags: a demo on a "
+                                             "synthetic corpus)");
+  auto c = std::make_shared<TrainCommand>();
+  add_flags(cmd, *c, Mode::Pretrain);
+  return [cmd, c] { return run_training(cmd, *c, Mode::Pretrain); };
+});
+
+const Registrar reg_finetune("finetune", [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("finetune", "Fine-tune a pretrained BERT for sequence classification");
+  auto c = std::make_shared<TrainCommand>();
+  c->args.lr = 2e-5;
+  add_flags(cmd, *c, Mode::Finetune);
+  return [cmd, c] { return run_training(cmd, *c, Mode::Finetune); };
+});
+
+const Registrar reg_evaluate("evaluate", [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("evaluate", "Evaluate a model: classification metrics on a labelled file, "
+                                             "masked-LM accuracy and perplexity on text");
+  auto c = std::make_shared<TrainCommand>();
+  add_flags(cmd, *c, Mode::Evaluate);
+  return [c] { return run_evaluate(*c); };
+});
+
+}  // namespace
+}  // namespace kiln::tools

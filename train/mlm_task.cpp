@@ -1,0 +1,206 @@
+#include "train/mlm_task.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "data/corpus.h"
+#include "data/synthetic_corpus.h"
+#include "kiln.h"
+#include "nn/hf_checkpoint.h"
+#include "train/metrics.h"
+#include "train/task_util.h"
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The small model of the synthetic demo: L2 H128 A2 F512, 128 positions.
+BertConfig demo_config(int64_t vocab_size) {
+  BertConfig c = BertConfig::preset("bert-tiny");
+  c.vocab_size = vocab_size;
+  c.max_position_embeddings = 128;
+  return c;
+}
+
+// A prepared corpus folder, or a text file prepared into `prepared_dir`.
+std::shared_ptr<const data::Corpus> open_corpus(const std::string& file, const char* flag,
+                                                const data::BertTokenizer& tokenizer, const fs::path& prepared_dir,
+                                                std::ostream& out) {
+  if (fs::is_directory(file)) {
+    KILN_CHECK(fs::exists(fs::path(file) / "index.json"), flag, " ", file,
+               " is a folder without index.json (prepare it with `kiln prepare`, or give a text file)");
+    auto corpus = data::TokenCorpus::open(file);
+    corpus->check_tokenizer(tokenizer);
+    return corpus;
+  }
+  KILN_CHECK(fs::is_regular_file(file), flag, " ", file, " not found");
+  out << "preparing " << file << " into " << prepared_dir.string() << "\n";
+  const data::PrepareStats s = data::prepare_corpus({file}, tokenizer, prepared_dir.string());
+  out << "  " << s.documents << " documents, " << s.sentences << " sentences, " << s.tokens << " tokens\n";
+  return data::TokenCorpus::open(prepared_dir.string());
+}
+
+}  // namespace
+
+MicroBatch mlm_forward(const nn::BertForMaskedLM& model, const data::PretrainingBatch& batch) {
+  // ids, mask, type ids, labels: (B, T); logits: (M, V) at the M labelled positions, row-major order
+  nn::MaskedLMOutput o = model.forward(batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels);
+  MicroBatch mb;
+  mb.loss = o.loss;
+  const std::vector<int64_t> labels = batch.labels.to_vector<int64_t>();
+  const std::vector<int64_t> predicted = argmax(o.logits.detach(), 1).to_vector<int64_t>();
+  size_t row = 0;
+  for (int64_t label : labels) {
+    if (label == data::kIgnoreIndex) continue;
+    KILN_CHECK(row < predicted.size(), "mlm_forward: fewer logits rows than labelled positions");
+    mb.correct += predicted[row++] == label ? 1 : 0;
+  }
+  KILN_CHECK(row == predicted.size(), "mlm_forward: more logits rows than labelled positions");
+  mb.predicted = static_cast<int64_t>(row);
+  mb.tokens = sum(batch.attention_mask).item<int64_t>();
+  return mb;
+}
+
+MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_training)
+    : args_(args), unigram_baseline_(std::numeric_limits<double>::quiet_NaN()) {
+  args.validate();
+  manual_seed(args.seed);  // model initialisation and dropout
+  const bool synthetic = args.train_file.empty() && (for_training || args.validation_file.empty());
+  KILN_CHECK(for_training || synthetic || !args.validation_file.empty(), "--validation-file is required");
+
+  // Tokenizer and corpora.
+  std::optional<data::BertTokenizer> tokenizer;
+  data::MaskingVocab masking_vocab;
+  std::shared_ptr<const data::Corpus> train_corpus, valid_corpus;
+  fs::path work = args.output_dir;
+  if (work.empty() && !args.validation_file.empty() && !fs::is_directory(args.validation_file)) {
+    work = fs::temp_directory_path() / ("kiln-eval-" + std::to_string(::getpid()));
+    temp_dir_ = work.string();
+  }
+  if (synthetic) {
+    data::SyntheticCorpusOptions so;
+    so.seed = args.seed;
+    so.num_documents = 20000;
+    auto corpus = std::make_shared<data::SyntheticCorpus>(so);
+    so.seed = args.seed + 1;
+    so.num_documents = 2000;
+    valid_corpus = std::make_shared<data::SyntheticCorpus>(so);
+    tokenizer = corpus->tokenizer();
+    masking_vocab = corpus->masking_vocab();
+    unigram_baseline_ = corpus->unigram_baseline_accuracy();
+    train_corpus = corpus;
+  } else {
+    tokenizer = load_tokenizer(args.model, args.vocab, args.cased);
+    masking_vocab = data::MaskingVocab::from_tokenizer(*tokenizer);
+    if (for_training) train_corpus = open_corpus(args.train_file, "--train-file", *tokenizer, work / "corpus-train", out);
+    if (!args.validation_file.empty())
+      valid_corpus = open_corpus(args.validation_file, "--validation-file", *tokenizer, work / "corpus-validation", out);
+  }
+  tokenizer_files_ = tokenizer_files(*tokenizer);
+  pad_id_ = (train_corpus ? train_corpus : valid_corpus)->special_ids().pad;
+  KILN_CHECK(pad_id_ >= 0, "the vocabulary has no [PAD] token");
+
+  // Model.
+  const int64_t vocab_size = static_cast<int64_t>(tokenizer->vocab().size());
+  if (!args.model.empty()) {
+    nn::LoadReport report;
+    model_ = nn::from_pretrained<nn::BertForMaskedLM>(args.model, &report);
+    config_ = model_->bert->config;
+    if (!report.new_heads.empty())
+      out << "note: " << args.model << " has no masked-LM head; " << report.new_heads.size()
+          << " tensors start from a fresh initialisation\n";
+  } else {
+    KILN_CHECK(!args.config.empty() || synthetic, "give --model DIR (a pretrained model) or --config "
+                                                  "(a config.json or one of bert-tiny, bert-mini, bert-small, bert-base)");
+    if (args.config.empty()) {
+      config_ = demo_config(vocab_size);
+    } else if (fs::exists(args.config)) {
+      config_ = BertConfig::from_json_file(fs::is_directory(args.config) ? args.config + "/config.json" : args.config);
+    } else {
+      config_ = BertConfig::preset(args.config);
+      config_.vocab_size = vocab_size;
+    }
+    model_ = std::make_shared<nn::BertForMaskedLM>(config_);
+  }
+  KILN_CHECK(config_.vocab_size == vocab_size, "the vocabulary has ", vocab_size, " tokens but the model's vocab_size is ",
+             config_.vocab_size);
+  config_.architectures = {"BertForMaskedLM"};
+  check_max_seq_length(args.max_seq_length, config_);
+
+  // Datasets and the training loader.
+  data::PackingOptions packing{.max_seq_length = static_cast<size_t>(args.max_seq_length)};
+  data::MaskingOptions masking{.mlm_probability = args.mlm_probability, .whole_word = args.whole_word_mask};
+  if (valid_corpus)
+    valid_set_ = std::make_shared<data::PretrainingDataset>(valid_corpus, masking_vocab, packing, masking);
+  if (train_corpus) {
+    auto full = std::make_shared<data::PretrainingDataset>(train_corpus, masking_vocab, packing, masking);
+    const size_t n = full->size();
+    const size_t held_out = valid_set_ ? 0 : n * static_cast<size_t>(args.validation_split_percentage) / 100;
+    if (held_out > 0) {
+      valid_set_ = std::make_shared<SubsetDataset<data::PretrainingExample>>(full, n - held_out, n);
+      train_set_ = std::make_shared<SubsetDataset<data::PretrainingExample>>(full, 0, n - held_out);
+    } else {
+      train_set_ = full;
+    }
+    KILN_CHECK(train_set_->size() > 0, "--train-file ", args.train_file, " gives no training example");
+  }
+  auto training_set = train_set_ ? train_set_ : valid_set_;  // evaluation only: a loader over the validation data
+  const int32_t pad = pad_id_;
+  train_loader_ = std::make_unique<Loader>(
+      training_set,
+      std::make_shared<data::BatchSampler>(std::make_shared<data::RandomSampler>(training_set->size(), args.seed),
+                                           args.batch_size),
+      [pad](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, pad); },
+      data::DataLoaderOptions{.num_workers = args.workers, .seed = args.seed});
+  if (for_training) {
+    out << "pretraining: " << train_set_->size() << " training and " << num_validation_examples()
+        << " validation examples of up to " << args.max_seq_length << " tokens; model L" << config_.num_hidden_layers
+        << " H" << config_.hidden_size << " A" << config_.num_attention_heads << ", vocab " << config_.vocab_size
+        << "\n";
+    if (synthetic)
+      out << "synthetic corpus (seed " << args.seed << "): unigram baseline accuracy " << unigram_baseline_ << "\n";
+  }
+}
+
+MlmTask::~MlmTask() {
+  train_loader_.reset();
+  valid_set_.reset();
+  train_set_.reset();
+  if (!temp_dir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(temp_dir_, ec);
+  }
+}
+
+std::optional<MicroBatch> MlmTask::forward_next() {
+  std::optional<data::PretrainingBatch> batch = train_loader_->next();
+  if (!batch) return std::nullopt;
+  return mlm_forward(*model_, *batch);
+}
+
+std::map<std::string, double> MlmTask::evaluate() {
+  if (!valid_set_ || valid_set_->size() == 0) return {};
+  NoGradGuard no_grad;
+  model_->eval();
+  const int32_t pad = pad_id_;
+  const int64_t batch_size = args_.eval_batch_size > 0 ? args_.eval_batch_size : args_.batch_size;
+  Loader loader(valid_set_,
+                std::make_shared<data::BatchSampler>(std::make_shared<data::SequentialSampler>(valid_set_->size()),
+                                                     batch_size),
+                [pad](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, pad); },
+                data::DataLoaderOptions{.num_workers = args_.workers, .seed = args_.seed});
+  MlmMetrics metrics;
+  while (std::optional<data::PretrainingBatch> b = loader.next()) {
+    const MicroBatch mb = mlm_forward(*model_, *b);
+    metrics.add_counts(mb.correct, mb.predicted);
+    metrics.add_loss(mb.loss.item<double>(), mb.predicted);
+  }
+  return metrics.summary();
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,51 @@
+#include "train/task_util.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::train {
+
+bool model_lowercase(const std::string& dir, bool cased) {
+  if (cased) return false;
+  const std::string path = dir + "/tokenizer_config.json";
+  std::ifstream f(path);
+  if (dir.empty() || !f) return true;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  KILN_CHECK(!j.is_discarded() && j.is_object(), path, ": not a JSON object");
+  if (j.contains("do_lower_case")) {
+    KILN_CHECK(j["do_lower_case"].is_boolean(), path, ": do_lower_case must be true or false");
+    return j["do_lower_case"].get<bool>();
+  }
+  return true;
+}
+
+data::BertTokenizer load_tokenizer(const std::string& model_dir, const std::string& vocab_file, bool cased) {
+  std::string path = vocab_file;
+  if (path.empty()) {
+    KILN_CHECK(!model_dir.empty(), "no vocabulary: give --vocab FILE (or --model DIR holding vocab.txt)");
+    path = model_dir + "/vocab.txt";
+    KILN_CHECK(std::filesystem::exists(path), path, " not found: give --vocab FILE");
+  }
+  return data::BertTokenizer::from_vocab_file(path, model_lowercase(model_dir, cased));
+}
+
+std::map<std::string, std::string> tokenizer_files(const data::BertTokenizer& tokenizer) {
+  std::string vocab;
+  for (const std::string& t : tokenizer.vocab().tokens()) vocab += t + "\n";
+  const nlohmann::json config = {{"do_lower_case", tokenizer.lowercase()},
+                                 {"tokenizer_class", "BertTokenizer"}};
+  return {{"vocab.txt", vocab}, {"tokenizer_config.json", config.dump(2) + "\n"}};
+}
+
+void check_max_seq_length(int64_t max_seq_length, const BertConfig& config) {
+  KILN_CHECK(max_seq_length > 2, "--max-seq-length must be > 2, got ", max_seq_length);
+  KILN_CHECK(max_seq_length <= config.max_position_embeddings, "--max-seq-length ", max_seq_length,
+             " exceeds the model's max_position_embeddings (", config.max_position_embeddings, ")");
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,53 @@
+// Pieces shared by the training tasks (train/mlm_task.h,
+// train/classification_task.h) and the kiln tool: loading a model
+// directory's tokenizer, the tokenizer files written beside checkpoints, and
+// a view of part of a dataset.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/tokenizer/bert_tokenizer.h"
+#include "nn/bert_config.h"
+
+namespace kiln::train {
+
+// do_lower_case from dir/tokenizer_config.json when present, else true;
+// `cased` forces false. A malformed tokenizer_config.json is a kiln::Error.
+bool model_lowercase(const std::string& dir, bool cased);
+
+// The tokenizer of a model: vocab_file when given, else model_dir/vocab.txt
+// (kiln::Error naming both flags when neither is there).
+data::BertTokenizer load_tokenizer(const std::string& model_dir, const std::string& vocab_file, bool cased);
+
+// {"vocab.txt": one token per line, "tokenizer_config.json": do_lower_case
+// and the tokenizer class}, so a saved directory is a complete HF model.
+std::map<std::string, std::string> tokenizer_files(const data::BertTokenizer& tokenizer);
+
+// kiln::Error unless 2 < max_seq_length <= config.max_position_embeddings.
+void check_max_seq_length(int64_t max_seq_length, const BertConfig& config);
+
+// Examples [begin, end) of another dataset, renumbered from 0.
+template <typename Example>
+class SubsetDataset final : public data::Dataset<Example> {
+ public:
+  SubsetDataset(std::shared_ptr<const data::Dataset<Example>> base, size_t begin, size_t end)
+      : base_(std::move(base)), begin_(begin), end_(end) {
+    KILN_CHECK(base_ != nullptr && begin <= end && end <= base_->size(), "SubsetDataset: range [", begin, ", ",
+               end, ") is outside the dataset");
+  }
+  size_t size() const override { return end_ - begin_; }
+  Example get(size_t index, Generator& rng) const override {
+    KILN_CHECK(index < size(), "SubsetDataset: index ", index, " out of range");
+    return base_->get(begin_ + index, rng);
+  }
+
+ private:
+  std::shared_ptr<const data::Dataset<Example>> base_;
+  size_t begin_, end_;
+};
+
+}  // namespace kiln::train

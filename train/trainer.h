@@ -1,0 +1,145 @@
+// The training loop shared by `kiln pretrain` and `kiln finetune`.
+//
+//   TrainingArguments args;  args.output_dir = "out"; args.max_steps = 1000; ...
+//   MlmTask task(args);                      // or ClassificationTask (train/tasks.h)
+//   TrainResult r = train(args, task, std::cout);
+//
+// A TrainTask owns what differs between tasks: the model, its data loaders,
+// the forward pass that yields a loss, evaluation and the files saved beside
+// the weights. train() owns everything else: optimizer and schedule, gradient
+// accumulation and clipping, logging, evaluation and checkpoint cadence, and
+// resuming.
+//
+// Note [Training step accounting]
+// The micro-batches of all epochs form one stream: epoch e's batches in its
+// sampler order, then epoch e + 1's. One optimizer step consumes grad_accum
+// consecutive micro-batches (a step may straddle two epochs). Without
+// max_steps, the run makes ceil(epochs * batches_per_epoch / grad_accum)
+// steps. `step` counts completed optimizer steps; save, eval and logging
+// happen after step s when s is a multiple of their interval, and at the end.
+//
+// Note [Exact resume]
+// A checkpoint written after step s holds everything the next step reads:
+// weights, optimizer buffers and step counts, the schedule's position, the
+// default generator's Philox state (dropout), and the loader's (epoch,
+// batches consumed); data randomness is a pure function of (seed, epoch,
+// example index) (Note [Loader randomness] in data/dataset.h). Evaluation
+// draws no random numbers. So a run resumed from checkpoint s computes
+// bit-for-bit the same steps s + 1, s + 2, ... as the run that wrote it, for
+// any thread or worker count (tests/test_trainer.cpp checks losses and weights).
+// stop_after_steps ends a process early without changing the schedule, the
+// way a job with a time limit stops and later resumes.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+#include "data/dataloader.h"
+#include "nn/bert_config.h"
+#include "nn/module.h"
+
+namespace kiln::train {
+
+// Flags of kiln pretrain / finetune / evaluate (names as the Hugging Face
+// example scripts where they overlap; tools/cmd_train.cpp binds them).
+struct TrainingArguments {
+  // model and vocabulary
+  std::string model;   // Hugging Face model directory to start from ("": a new model)
+  std::string config;  // new model: a config.json path or a preset (bert-tiny, ...)
+  std::string vocab;   // vocab.txt ("": the model directory's)
+  bool cased = false;  // keep case and accents (default: lower-case, as bert-base-uncased)
+  // data
+  std::string train_file;       // pretrain: raw text or a `kiln prepare` folder ("": synthetic corpus)
+  std::string validation_file;  // "": pretrain holds out validation_split_percentage of the examples
+  int64_t validation_split_percentage = 5;
+  int64_t max_seq_length = 128;
+  std::string text_column, pair_column, label_column = "label";  // finetune ("": detect)
+  double mlm_probability = 0.15;
+  bool whole_word_mask = false;
+  int64_t workers = 2;
+  // optimisation
+  int64_t batch_size = 32;
+  int64_t eval_batch_size = 0;  // 0: batch_size
+  int64_t grad_accum = 1;
+  double lr = 5e-5;
+  double warmup_ratio = 0.0;
+  int64_t warmup_steps = 0;  // > 0 overrides warmup_ratio
+  double epochs = 3.0;
+  int64_t max_steps = -1;  // > 0 overrides epochs
+  double weight_decay = 0.0;
+  std::string optimizer = "adamw";         // adamw | lamb | sgd
+  std::string lr_scheduler = "linear";     // linear | cosine | constant | constant_with_warmup | polynomial
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  double momentum = 0.9;                   // sgd
+  double max_grad_norm = 1.0;              // <= 0: no clipping
+  uint64_t seed = 42;
+  // output and cadence
+  std::string output_dir;
+  int64_t save_steps = 500;   // <= 0: save only at the end
+  int64_t save_total_limit = 0;  // > 0: keep only the newest N checkpoints
+  int64_t eval_steps = 0;     // <= 0: evaluate only at the end
+  int64_t logging_steps = 50;
+  bool resume = false;
+  int64_t stop_after_steps = 0;  // > 0: stop this process after that many steps (Note [Exact resume])
+  std::string device = "cpu";
+
+  // Checks ranges and choices; kiln::Error naming the flag (e.g. "--batch-size must be >= 1, got 0").
+  void validate() const;
+  nlohmann::json to_json() const;
+};
+
+// One forward pass of a micro-batch.
+struct MicroBatch {
+  Tensor loss;             // scalar mean loss of the micro-batch, attached to the graph
+  int64_t tokens = 0;      // non-padding input tokens (for tokens/s)
+  int64_t correct = 0;     // training accuracy counts (MLM: masked tokens; classification: examples)
+  int64_t predicted = 0;
+};
+
+class TrainTask {
+ public:
+  virtual ~TrainTask() = default;
+  virtual nn::Module& model() = 0;
+  virtual const BertConfig& config() const = 0;
+  // "mlm" or "classification" (recorded in checkpoints; resume checks it).
+  virtual std::string kind() const = 0;
+  virtual size_t batches_per_epoch() const = 0;
+  virtual data::LoaderState loader_state() const = 0;
+  virtual void load_loader_state(const data::LoaderState& state) = 0;
+  // Starts `epoch` from its first batch.
+  virtual void start_epoch(int64_t epoch) = 0;
+  // Forward of the next micro-batch of the current epoch (model in train
+  // mode); nullopt at the end of the epoch.
+  virtual std::optional<MicroBatch> forward_next() = 0;
+  // Metrics on the validation data, computed in eval mode without gradients
+  // and without drawing random numbers; empty when there is no validation data.
+  virtual std::map<std::string, double> evaluate() = 0;
+  // Seconds the training loader spent inside next() so far.
+  virtual double loader_wait_seconds() const = 0;
+  // Files saved beside the weights (vocab.txt, tokenizer_config.json, ...).
+  virtual std::map<std::string, std::string> extra_files() const { return {}; }
+};
+
+struct TrainResult {
+  int64_t step = 0;          // optimizer steps completed (total, across resumes)
+  int64_t total_steps = 0;   // steps the schedule spans
+  bool finished = false;     // false when stopped by stop_after_steps
+  double last_loss = 0;      // mean loss of the last logging window
+  std::map<std::string, double> eval;  // the last evaluation
+  std::string last_checkpoint;
+};
+
+// Note [Training step accounting] and [Exact resume]. Writes checkpoints,
+// metrics.jsonl, TensorBoard events, the final model (config.json,
+// model.safetensors and extra files in output_dir) and training.svg.
+TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& out);
+
+// ceil(epochs * batches_per_epoch / grad_accum), or max_steps when > 0.
+int64_t total_training_steps(const TrainingArguments& args, size_t batches_per_epoch);
+
+}  // namespace kiln::train
