@@ -81,6 +81,10 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
     cmd->add_option("--validation-split-percentage", a.validation_split_percentage,
                     "without --validation-file: % of the training examples held out for evaluation")
         ->capture_default_str();
+  if (mode == Mode::Pretrain)
+    cmd->add_option("--synthetic-documents", a.synthetic_documents,
+                    "without --train-file: documents of the synthetic corpus (validation: a tenth as many)")
+        ->capture_default_str();
   cmd->add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (gradient accumulation)")
       ->capture_default_str();
   cmd->add_option("--lr", a.lr, "peak learning rate")->capture_default_str();
@@ -116,13 +120,13 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
 void apply_demo_defaults(CLI::App* cmd, TrainingArguments& a) {
   auto unset = [&](const char* flag) { return cmd->get_option(flag)->count() == 0; };
   if (unset("--lr")) a.lr = 1e-3;
-  if (unset("--max-steps") && unset("--epochs")) a.max_steps = 600;
+  if (unset("--max-steps") && unset("--epochs")) a.max_steps = 1200;
   if (unset("--warmup-ratio") && unset("--warmup-steps")) a.warmup_ratio = 0.05;
   if (unset("--max-seq-length")) a.max_seq_length = 64;
   if (unset("--weight-decay")) a.weight_decay = 0.01;
   if (unset("--logging-steps")) a.logging_steps = 25;
-  if (unset("--eval-steps")) a.eval_steps = 100;
-  if (unset("--save-steps")) a.save_steps = 200;
+  if (unset("--eval-steps")) a.eval_steps = 200;
+  if (unset("--save-steps")) a.save_steps = 400;
   if (unset("--output-dir")) a.output_dir = "kiln-demo";
 }
 

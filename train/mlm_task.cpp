@@ -85,10 +85,10 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   if (synthetic) {
     data::SyntheticCorpusOptions so;
     so.seed = args.seed;
-    so.num_documents = 20000;
+    so.num_documents = static_cast<size_t>(args.synthetic_documents);
     auto corpus = std::make_shared<data::SyntheticCorpus>(so);
     so.seed = args.seed + 1;
-    so.num_documents = 2000;
+    so.num_documents = static_cast<size_t>(args.synthetic_documents / 10);
     valid_corpus = std::make_shared<data::SyntheticCorpus>(so);
     tokenizer = corpus->tokenizer();
     masking_vocab = corpus->masking_vocab();

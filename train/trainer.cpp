@@ -137,6 +137,7 @@ void TrainingArguments::validate() const {
              mlm_probability);
   KILN_CHECK(validation_split_percentage >= 0 && validation_split_percentage < 100,
              "--validation-split-percentage must be in [0, 100), got ", validation_split_percentage);
+  KILN_CHECK(synthetic_documents >= 10, "--synthetic-documents must be >= 10, got ", synthetic_documents);
   KILN_CHECK(stop_after_steps >= 0, "--stop-after-steps must be >= 0, got ", stop_after_steps);
   KILN_CHECK(std::isfinite(max_grad_norm), "--max-grad-norm must be finite");
 }
@@ -149,6 +150,7 @@ nlohmann::json TrainingArguments::to_json() const {
           {"train_file", train_file},
           {"validation_file", validation_file},
           {"validation_split_percentage", validation_split_percentage},
+          {"synthetic_documents", synthetic_documents},
           {"max_seq_length", max_seq_length},
           {"text_column", text_column},
           {"pair_column", pair_column},

@@ -57,6 +57,7 @@ struct TrainingArguments {
   std::string train_file;       // pretrain: raw text or a `kiln prepare` folder ("": synthetic corpus)
   std::string validation_file;  // "": pretrain holds out validation_split_percentage of the examples
   int64_t validation_split_percentage = 5;
+  int64_t synthetic_documents = 20000;  // documents of the synthetic corpus (validation: a tenth as many)
   int64_t max_seq_length = 128;
   std::string text_column, pair_column, label_column = "label";  // finetune ("": detect)
   double mlm_probability = 0.15;

@@ -1,0 +1,143 @@
+// `kiln bench train`: one BERT masked-LM training step (forward, backward,
+// AdamW) per preset shape, fed by the real DataLoader with 2 workers, to set
+// beside ../shared/peer/bert_step_torch.py in the same run
+// (bench/train_vs_torch.sh runs both).
+//
+// Prints per shape:
+//   bench train shape=NAME batch=B seq=S step_s=SECONDS tokens_per_s=N
+//   bench train-detail shape=NAME model_gflop=F gemm_peak_gflops=P mfu=U loader_wait=W
+// step_s is the median over --steps steps after 2 warm-up steps.
+// Model FLOPs per step (the count): 6 x non-embedding encoder
+// parameters x tokens + attention 12 x layers x hidden x seq per token + the
+// MLM head (transform + tied decoder, 6 x (H^2 + H V) per token) on the 15%
+// masked tokens. MFU = model FLOP/s over the 1024^3 float32 GEMM rate
+// measured in the same process. loader_wait = time inside DataLoader::next()
+// over the timed steps' wall time.
+#include <cstdio>
+#include <string>
+
+#include "data/dataloader.h"
+#include "data/pretraining.h"
+#include "kiln.h"
+#include "nn/bert.h"
+#include "optim/optim.h"
+#include "tools/bench.h"
+
+namespace kiln::tools {
+namespace {
+
+struct TrainBenchOptions {
+  std::vector<std::string> shapes{"bert-tiny", "bert-mini", "bert-small", "bert-base"};
+  int64_t batch = 0;  // 0: the peer's batch for the shape (32, 32, 16, 8)
+  int64_t seq = 128;
+  int steps = 5;
+  int workers = 2;
+  std::string device = "cpu";
+};
+
+int64_t default_batch(const std::string& shape) {
+  if (shape == "bert-small") return 16;
+  if (shape == "bert-base") return 8;
+  return 32;
+}
+
+// GFLOP/s of a 1024^3 float32 matmul (median of 10).
+double gemm_peak_gflops() {
+  Tensor a = randn({1024, 1024}), b = randn({1024, 1024});
+  const double t = median_seconds([&] { matmul(a, b); }, 10, 2);
+  return 2.0 * 1024 * 1024 * 1024 / t / 1e9;
+}
+
+// Random token sequences of length `seq`, masked as in pretraining.
+class RandomTokens final : public data::Dataset<data::PretrainingExample> {
+ public:
+  RandomTokens(int64_t vocab, int64_t seq) : seq_(seq) {
+    std::vector<std::string> tokens{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (int64_t i = static_cast<int64_t>(tokens.size()); i < vocab; ++i) tokens.push_back("t" + std::to_string(i));
+    vocab_ = data::MaskingVocab::from_tokens(tokens, {0, 1, 2, 3, 4}, 4);
+  }
+  size_t size() const override { return 1u << 20; }
+  data::PretrainingExample get(size_t, Generator& rng) const override {
+    PhiloxState st = rng.next();
+    std::vector<int32_t> ids(static_cast<size_t>(seq_));
+    const auto n = static_cast<uint32_t>(vocab_.vocab_size - 5);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = 5 + static_cast<int32_t>(philox_words(st, i)[0] % n);
+    ids.front() = 2;
+    ids.back() = 3;
+    data::MaskedExample m = data::mask_tokens(ids, vocab_, {}, rng);
+    return {std::move(m.input_ids), std::vector<int32_t>(ids.size(), 0), std::move(m.labels), -1};
+  }
+
+ private:
+  int64_t seq_;
+  data::MaskingVocab vocab_;
+};
+
+int run_train_bench(const TrainBenchOptions& o) {
+  const Device device = Device::parse(o.device);
+  KILN_CHECK(device.type == DeviceType::CPU, "--device ", o.device,
+             cuda_built() ? ": training on CUDA is not available yet" : ": kiln was built without CUDA");
+  const double peak = gemm_peak_gflops();
+  for (const std::string& shape : o.shapes) {
+    const BertConfig c = BertConfig::preset(shape);
+    const int64_t batch = o.batch > 0 ? o.batch : default_batch(shape);
+    manual_seed(0);
+    nn::BertForMaskedLM model(c);
+    model.train();
+    optim::AdamW opt(optim::param_groups_no_decay(model, 0.01), optim::AdamWOptions{.lr = 1e-4});
+    auto dataset = std::make_shared<RandomTokens>(c.vocab_size, o.seq);
+    data::DataLoader<data::PretrainingExample, data::PretrainingBatch> loader(
+        dataset,
+        std::make_shared<data::BatchSampler>(std::make_shared<data::SequentialSampler>(dataset->size()), batch),
+        [](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, 0); },
+        data::DataLoaderOptions{.num_workers = o.workers, .seed = 0});
+    int64_t masked = 0;
+    auto step = [&] {
+      data::PretrainingBatch b = *loader.next();
+      opt.zero_grad();
+      nn::MaskedLMOutput out = model.forward(b.input_ids, b.attention_mask, b.token_type_ids, b.labels);
+      out.loss.backward();
+      opt.step();
+      masked += out.logits.size(0);
+    };
+    step();
+    step();
+    const double wait0 = loader.wait_seconds();
+    masked = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    const double t = median_seconds(step, o.steps, 0);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double wait = (loader.wait_seconds() - wait0) / wall;
+
+    double encoder_params = 0;
+    for (auto& [name, p] : model.named_parameters())
+      if (name.rfind("bert.encoder.", 0) == 0) encoder_params += static_cast<double>(p.numel());
+    const double tokens = static_cast<double>(batch * o.seq);
+    const double masked_per_step = static_cast<double>(masked) / o.steps;
+    const double h = static_cast<double>(c.hidden_size), v = static_cast<double>(c.vocab_size);
+    const double flop = 6.0 * encoder_params * tokens +
+                        12.0 * c.num_hidden_layers * h * static_cast<double>(o.seq) * tokens +
+                        6.0 * (h * h + h * v) * masked_per_step;
+    std::printf("bench train shape=%s batch=%lld seq=%lld step_s=%.4f tokens_per_s=%.0f\n", shape.c_str(),
+                static_cast<long long>(batch), static_cast<long long>(o.seq), t, tokens / t);
+    std::printf("bench train-detail shape=%s model_gflop=%.2f gemm_peak_gflops=%.1f mfu=%.3f loader_wait=%.4f\n",
+                shape.c_str(), flop / 1e9, peak, flop / t / 1e9 / peak, wait);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+const BenchRegistrar reg("train", [](CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("train", "One BERT masked-LM training step (forward, backward, AdamW)");
+  auto o = std::make_shared<TrainBenchOptions>();
+  cmd->add_option("--shape", o->shapes, "bert-tiny | bert-mini | bert-small | bert-base (repeatable; default all)");
+  cmd->add_option("--batch", o->batch, "batch size (default: 32, 32, 16, 8 by shape, as the PyTorch peer)");
+  cmd->add_option("--seq", o->seq, "sequence length")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--steps", o->steps, "timed steps (median)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--workers", o->workers, "data-loader workers")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
+  return [o] { return run_train_bench(*o); };
+});
+
+}  // namespace
+}  // namespace kiln::tools
