@@ -21,12 +21,29 @@ if(KILN_WITH_CUDA)
   endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
+  # CMake 3.25 does not know nvcc's C++20 flag; nvcc 12+ takes -std=c++20.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
+  set_target_properties(kiln PROPERTIES CUDA_STANDARD 20)
   file(GLOB_RECURSE KILN_CUDA_SOURCES CONFIGURE_DEPENDS cuda/*.cu cuda/*.cpp)
   list(FILTER KILN_CUDA_SOURCES EXCLUDE REGEX "cuda/stub\\.cpp$")
   target_sources(kiln PRIVATE ${KILN_CUDA_SOURCES})
   target_compile_definitions(kiln PUBLIC KILN_WITH_CUDA=1)
   target_link_libraries(kiln PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  # The target's options so far are for the C++ compiler (-Wall -Wextra):
+  # restrict them to CXX so nvcc does not see them, and give .cu files their own.
+  get_target_property(_kiln_opts kiln COMPILE_OPTIONS)
+  if(_kiln_opts)
+    set_target_properties(kiln PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CXX>:${_kiln_opts}>")
+  endif()
+  # No fast math on the device either (no --use_fast_math): kernels must match
+  # their CPU twins (core/cpu/) within the tolerances tests/test_cuda_ops.cpp states.
+  target_compile_options(kiln PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall -Xcompiler=-Wextra>)
+  set_target_properties(kiln PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
   message(STATUS "kiln: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   target_sources(kiln PRIVATE cuda/stub.cpp)

@@ -1,0 +1,146 @@
+// The CUDA Backend (core/backend.h): one per device, made on first use. Each
+// method makes its device current and forwards to a kernel entry point
+// (cuda/kernels.cuh) that queues work on the current stream (Note [Current
+// stream]). Copies to the CPU synchronise that stream; copies from pageable
+// CPU memory are staged by the driver before cudaMemcpyAsync returns, so the
+// source may be reused at once (from pinned memory the stream is synchronised).
+//
+// Registered with the core at library load (register_cuda_backend): backend()
+// for a CUDA device then lands here, or says why there is no such device.
+#include <array>
+#include <mutex>
+
+#include "cuda/cuda.h"
+#include "cuda/kernels.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+
+  Allocator& allocator() override { return detail::device_allocator(device_); }
+
+  void copy(const Tensor& d, const Tensor& s) override {
+    detail::DeviceGuard g(device_);
+    kernels::copy(d, s);
+  }
+  void copy_from_cpu(const Tensor& d, const Tensor& cpu_s) override { host_copy(d, cpu_s); }
+  void copy_to_cpu(const Tensor& cpu_d, const Tensor& s) override { host_copy(cpu_d, s); }
+  void fill(const Tensor& d, double v) override {
+    detail::DeviceGuard g(device_);
+    kernels::fill(d, v);
+  }
+  void arange(const Tensor& o, double start, double step) override {
+    detail::DeviceGuard g(device_);
+    kernels::arange(o, start, step);
+  }
+  void unary(UnaryOp op, const Tensor& o, const Tensor& i) override {
+    detail::DeviceGuard g(device_);
+    kernels::unary(op, o, i);
+  }
+  void binary(BinaryOp op, const Tensor& o, const Tensor& a, const Tensor& b) override {
+    detail::DeviceGuard g(device_);
+    kernels::binary(op, o, a, b);
+  }
+  void where(const Tensor& o, const Tensor& c, const Tensor& a, const Tensor& b) override {
+    detail::DeviceGuard g(device_);
+    kernels::where(o, c, a, b);
+  }
+  void reduce(ReduceOp op, const Tensor& o, const Tensor& i, const Shape& dims) override {
+    detail::DeviceGuard g(device_);
+    kernels::reduce(op, o, i, dims);
+  }
+  void matmul(const Tensor& o, const Tensor& a, const Tensor& b) override {
+    detail::DeviceGuard g(device_);
+    kernels::matmul(o, a, b);
+  }
+  void softmax(const Tensor& o, const Tensor& i, bool log) override {
+    detail::DeviceGuard g(device_);
+    kernels::softmax(o, i, log);
+  }
+  void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log) override {
+    detail::DeviceGuard g(device_);
+    kernels::softmax_backward(dx, y, dy, log);
+  }
+  void layer_norm(const Tensor& y, const Tensor& m, const Tensor& r, const Tensor& x, const Tensor& w,
+                  const Tensor& b, double eps) override {
+    detail::DeviceGuard g(device_);
+    kernels::layer_norm(y, m, r, x, w, b, eps);
+  }
+  void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
+                           const Tensor& m, const Tensor& r, const Tensor& w) override {
+    detail::DeviceGuard g(device_);
+    kernels::layer_norm_backward(dx, dw, db, dy, x, m, r, w);
+  }
+  void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& target,
+                     int64_t ignore, double smoothing) override {
+    detail::DeviceGuard g(device_);
+    kernels::cross_entropy(loss, lse, logits, target, ignore, smoothing);
+  }
+  void cross_entropy_backward(const Tensor& dl, const Tensor& dloss, const Tensor& logits, const Tensor& lse,
+                              const Tensor& target, int64_t ignore, double smoothing) override {
+    detail::DeviceGuard g(device_);
+    kernels::cross_entropy_backward(dl, dloss, logits, lse, target, ignore, smoothing);
+  }
+  void index_select(const Tensor& o, const Tensor& i, int64_t dim, const Tensor& idx) override {
+    detail::DeviceGuard g(device_);
+    kernels::index_select(o, i, dim, idx);
+  }
+  void index_add(const Tensor& o, int64_t dim, const Tensor& idx, const Tensor& s) override {
+    detail::DeviceGuard g(device_);
+    kernels::index_add(o, dim, idx, s);
+  }
+  void uniform(const Tensor& o, double lo, double hi, PhiloxState st) override {
+    detail::DeviceGuard g(device_);
+    kernels::uniform(o, lo, hi, st);
+  }
+  void normal(const Tensor& o, double m, double s, PhiloxState st) override {
+    detail::DeviceGuard g(device_);
+    kernels::normal(o, m, s, st);
+  }
+  void bernoulli(const Tensor& o, double p, PhiloxState st) override {
+    detail::DeviceGuard g(device_);
+    kernels::bernoulli(o, p, st);
+  }
+  void randint(const Tensor& o, int64_t lo, int64_t hi, PhiloxState st) override {
+    detail::DeviceGuard g(device_);
+    kernels::randint(o, lo, hi, st);
+  }
+
+ private:
+  // Same-shape, same-dtype, contiguous copy between this device and the CPU
+  // (the contract of copy_from_cpu / copy_to_cpu); synchronous for the caller.
+  void host_copy(const Tensor& dst, const Tensor& src) {
+    KILN_CHECK(dst.is_contiguous() && src.is_contiguous() && dst.dtype() == src.dtype() &&
+                   dst.sizes() == src.sizes(),
+               "internal: CUDA host copy needs contiguous tensors of one shape and dtype, got ", dst.str(), " and ",
+               src.str());
+    cuda::copy(dst, src, /*non_blocking=*/false);
+  }
+
+  int device_;
+};
+
+Backend* make_backend(int index) {
+  static std::mutex mutex;
+  static std::array<CudaBackend*, kMaxDevices> backends{};  // never destroyed, like the allocators
+  const int count = device_count();
+  KILN_CHECK(count > 0, "device cuda:", index, " requested, but no CUDA device is available (no GPU or no driver)");
+  KILN_CHECK(index >= 0 && index < count, "device cuda:", index, " does not exist (", count, " CUDA devices)");
+  std::lock_guard<std::mutex> lock(mutex);
+  CudaBackend*& b = backends[static_cast<size_t>(index)];
+  if (!b) b = new CudaBackend(index);
+  return b;
+}
+
+struct Registrar {
+  Registrar() { register_cuda_backend(&make_backend); }
+};
+const Registrar registrar;
+
+}  // namespace
+}  // namespace kiln::cuda

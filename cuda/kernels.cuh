@@ -1,0 +1,77 @@
+// Internal to the CUDA backend (not installed): the kernel entry points, one
+// per Backend method (core/backend.h states each contract; the CPU twin in
+// core/cpu/ is each one's oracle), and the helpers they share. Host code only:
+// included by the .cu kernel files and by the backend's .cpp files.
+//
+// Every entry point runs on the device of its tensors (the caller has made it
+// current with DeviceGuard) and queues its work on that device's current
+// stream (Note [Current stream], cuda/stream.h); none synchronises the host.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "core/backend.h"
+#include "cuda/cuda_check.h"
+
+namespace kiln::cuda {
+namespace detail {
+
+// The calling thread's current stream on `device` (Note [Current stream]).
+cudaStream_t current_cuda_stream(int device);
+// Multiprocessor count of `device` (cached).
+int sm_count(int device);
+// The caching allocator behind CUDA tensors of `device` (cuda/memory.cpp).
+Allocator& device_allocator(int device);
+
+// Makes `device` the current CUDA device for a scope.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
+}  // namespace detail
+
+namespace kernels {
+
+// elementwise_copy.cu: dst <- src with dtype conversion, any strides; fill; arange.
+void copy(const Tensor& dst, const Tensor& src);
+void fill(const Tensor& dst, double value);
+void arange(const Tensor& out, double start, double step);
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+// elementwise_unary.cu / elementwise_binary.cu
+void unary(UnaryOp op, const Tensor& out, const Tensor& in);
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+// reduce.cu
+void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Shape& dims);
+// gemm_lt.cpp (cuBLASLt) and gemm_int.cu (integer fallback)
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+void matmul_integer(const Tensor& out, const Tensor& a, const Tensor& b);
+// nn_kernels.cu
+void softmax(const Tensor& out, const Tensor& in, bool log);
+void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log);
+void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                const Tensor& bias, double eps);
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight);
+void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& target,
+                   int64_t ignore_index, double smoothing);
+void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, int64_t ignore_index, double smoothing);
+// index.cu
+void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// random.cu
+void uniform(const Tensor& out, double lo, double hi, PhiloxState st);
+void normal(const Tensor& out, double mean, double std, PhiloxState st);
+void bernoulli(const Tensor& out, double p, PhiloxState st);
+void randint(const Tensor& out, int64_t lo, int64_t hi, PhiloxState st);
+
+}  // namespace kernels
+}  // namespace kiln::cuda

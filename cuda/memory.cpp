@@ -1,0 +1,164 @@
+// CUDA memory for tensors: one caching allocator per device (core/memory/,
+// Note [Caching allocator]) over cuda_device_memory.cpp, allocating on the
+// current stream (Note [Current stream]); the pinned-host caching allocator;
+// record_stream; and kiln::cuda::copy (synchronous and asynchronous copies in
+// every direction). See cuda/cuda.h for the contracts.
+#include <array>
+#include <mutex>
+
+#include "core/memory/pinned_host.h"
+#include "cuda/cuda.h"
+#include "cuda/kernels.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+class CudaAllocator final : public Allocator {
+ public:
+  explicit CudaAllocator(int device) : device_(device), core_(memory::make_cuda_device_memory(device)) {}
+  void* allocate(size_t nbytes) override {
+    if (nbytes == 0) return nullptr;
+    return core_.allocate(nbytes, memory::Stream{reinterpret_cast<std::uintptr_t>(detail::current_cuda_stream(device_))});
+  }
+  void deallocate(void* ptr) override { core_.free(ptr); }
+  memory::CachingAllocator& core() { return core_; }
+
+ private:
+  int device_;
+  memory::CachingAllocator core_;
+};
+
+CudaAllocator& allocator_of(int device) {
+  static std::mutex mutex;
+  static std::array<CudaAllocator*, kMaxDevices> allocators{};  // never destroyed: tensors may outlive main()
+  KILN_CHECK(device >= 0 && device < kMaxDevices && device < device_count(), "cuda:", device,
+             " does not exist (", device_count(), " CUDA devices)");
+  std::lock_guard<std::mutex> lock(mutex);
+  CudaAllocator*& a = allocators[static_cast<size_t>(device)];
+  if (!a) a = new CudaAllocator(device);
+  return *a;
+}
+
+memory::PinnedHostAllocator& pinned() {
+  static memory::PinnedHostAllocator* a = new memory::PinnedHostAllocator(memory::make_cuda_pinned_host_memory());
+  return *a;
+}
+
+int resolve(int device) { return device < 0 ? current_device() : device; }
+
+memory::Stream stream_id(const Stream& s) { return memory::Stream{s.id()}; }
+
+void check_copy_operands(const Tensor& dst, const Tensor& src) {
+  KILN_CHECK(dst.defined() && src.defined(), "cuda::copy: undefined tensor");
+  KILN_CHECK(dst.sizes() == src.sizes() && dst.dtype() == src.dtype(), "cuda::copy: expected the same shape and dtype, got ",
+             dst.str(), " and ", src.str());
+  KILN_CHECK(dst.is_contiguous() && src.is_contiguous(), "cuda::copy: both tensors must be contiguous, got ",
+             dst.str(), " and ", src.str());
+}
+
+}  // namespace
+
+namespace detail {
+Allocator& device_allocator(int device) { return allocator_of(device); }
+}  // namespace detail
+
+// ---- statistics and cache ----------------------------------------------------------
+
+memory::AllocatorStats memory_stats(int device) { return allocator_of(resolve(device)).core().stats(); }
+std::string memory_summary(int device) { return allocator_of(resolve(device)).core().memory_summary(); }
+void reset_peak_memory_stats(int device) { allocator_of(resolve(device)).core().reset_peak_stats(); }
+void empty_cache(int device) { allocator_of(resolve(device)).core().empty_cache(); }
+
+bool is_pinned(const Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || !t.storage()->data()) return false;
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, t.storage()->data());
+  if (err != cudaSuccess) {  // e.g. no driver: nothing is pinned
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
+}
+
+void record_stream(const Tensor& t, const Stream& stream) {
+  KILN_CHECK(t.defined(), "record_stream: undefined tensor");
+  void* base = t.storage()->data();
+  if (!base) return;
+  if (t.device().is_cuda()) {
+    KILN_CHECK(t.device().index == stream.device(), "record_stream: tensor on ", t.device().str(),
+               ", stream on cuda:", stream.device());
+    allocator_of(t.device().index).core().record_stream(base, stream_id(stream));
+    return;
+  }
+  KILN_CHECK(is_pinned(t), "record_stream: a CPU tensor must be in pinned memory (kiln::cuda::pin_memory)");
+  pinned().record_stream(base, stream_id(stream));
+}
+
+Tensor empty_pinned(const Shape& sizes, DType dtype) {
+  const size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * element_size(dtype);
+  void* ptr = pinned().allocate(nbytes);
+  std::shared_ptr<void> owner(ptr, [](void* p) { pinned().free(p); });
+  auto storage = std::make_shared<StorageImpl>(ptr, nbytes, kCPU, std::move(owner));
+  return make_tensor(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype);
+}
+
+Tensor pin_memory(const Tensor& t) {
+  KILN_CHECK(t.defined() && t.device().is_cpu(), "pin_memory: expected a CPU tensor, got ",
+             t.defined() ? t.str() : std::string("an undefined tensor"));
+  Tensor out = empty_pinned(t.sizes(), t.dtype());
+  cpu_backend().copy(out, t);
+  return out;
+}
+
+memory::AllocatorStats pinned_memory_stats() { return pinned().stats(); }
+
+// ---- copies ----------------------------------------------------------------------
+
+void copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  check_copy_operands(dst, src);
+  const size_t nbytes = static_cast<size_t>(dst.numel()) * dst.element_size();
+  if (nbytes == 0) return;
+  const Device dd = dst.device(), sd = src.device();
+  KILN_CHECK(dd.is_cuda() || sd.is_cuda(), "cuda::copy: neither tensor is on a CUDA device");
+  if (dd.is_cuda() && sd.is_cuda()) {
+    detail::DeviceGuard guard(dd.index);
+    const Stream stream = current_stream(dd.index);
+    const auto s = static_cast<cudaStream_t>(stream.handle());
+    if (dd.index == sd.index) {
+      KILN_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDeviceToDevice, s));
+    } else {
+      // The copy runs on dst's stream after the work queued so far on src's
+      // current stream; src's memory is kept until the copy is done.
+      Event ready;
+      ready.record(current_stream(sd.index));
+      stream.wait(ready);
+      KILN_CUDA_CHECK(cudaMemcpyPeerAsync(dst.raw_data(), dd.index, src.raw_data(), sd.index, nbytes, s));
+      allocator_of(sd.index).core().record_stream(src.storage()->data(), memory::Stream{stream.id()});
+    }
+    if (!non_blocking) stream.synchronize();
+    return;
+  }
+  const bool to_device = dd.is_cuda();
+  const Tensor& host = to_device ? src : dst;
+  const int device = to_device ? dd.index : sd.index;
+  detail::DeviceGuard guard(device);
+  const Stream stream = current_stream(device);
+  const auto s = static_cast<cudaStream_t>(stream.handle());
+  const bool host_pinned = is_pinned(host);
+  KILN_CHECK(!non_blocking || host_pinned, "cuda::copy: a non-blocking copy ", to_device ? "from" : "to",
+             " the host needs pinned host memory (kiln::cuda::pin_memory / empty_pinned), got pageable ", host.str());
+  KILN_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes,
+                                  to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
+  if (non_blocking) {
+    pinned().record_stream(host.storage()->data(), stream_id(stream));
+  } else if (!to_device || host_pinned) {
+    // device->host: the host reads dst next. Pinned host->device: the copy
+    // reads the host buffer asynchronously, which the caller may reuse.
+    stream.synchronize();
+  }
+  // Pageable host->device: cudaMemcpyAsync has staged the data before returning.
+}
+
+}  // namespace kiln::cuda

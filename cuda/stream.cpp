@@ -1,0 +1,223 @@
+// Streams, events, the current stream per (thread, device), device queries
+// and DeviceGuard (cuda/stream.h, cuda/cuda.h, cuda/kernels.cuh). Every CUDA
+// call is checked: failures are kiln::Error naming the call, file and line.
+#include <array>
+#include <mutex>
+
+#include "cuda/cuda.h"
+#include "cuda/kernels.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+int resolve(int device) {
+  if (device < 0) return current_device();
+  KILN_CHECK(device < kMaxDevices, "CUDA device index ", device, " out of range");
+  return device;
+}
+
+// Note [Current stream]: per thread, per device; unset means the default stream.
+struct CurrentStreams {
+  std::array<Stream, kMaxDevices> stream;
+  std::array<bool, kMaxDevices> set{};
+};
+thread_local CurrentStreams t_current;
+
+}  // namespace
+
+// ---- devices ------------------------------------------------------------------
+
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {  // no driver or no device: CUDA is simply unavailable
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+bool is_available() { return device_count() > 0; }
+
+int current_device() {
+  int d = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+void set_device(int device) { KILN_CUDA_CHECK(cudaSetDevice(device)); }
+
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  KILN_CUDA_CHECK(cudaGetDeviceProperties(&prop, resolve(device)));
+  return prop.name;
+}
+
+void synchronize(int device) {
+  detail::DeviceGuard guard(resolve(device));
+  KILN_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+namespace detail {
+
+DeviceGuard::DeviceGuard(int device) {
+  KILN_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) {
+    KILN_CUDA_CHECK(cudaSetDevice(device));
+    switched_ = true;
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (switched_) (void)cudaSetDevice(previous_);  // best effort: destructors do not throw
+}
+
+cudaStream_t current_cuda_stream(int device) {
+  const size_t d = static_cast<size_t>(device);
+  return d < kMaxDevices && t_current.set[d] ? static_cast<cudaStream_t>(t_current.stream[d].handle()) : nullptr;
+}
+
+int sm_count(int device) {
+  static std::array<std::once_flag, kMaxDevices> once;
+  static std::array<int, kMaxDevices> count{};
+  const size_t d = static_cast<size_t>(resolve(device));
+  std::call_once(once[d], [&] {
+    KILN_CUDA_CHECK(cudaDeviceGetAttribute(&count[d], cudaDevAttrMultiProcessorCount, static_cast<int>(d)));
+  });
+  return count[d];
+}
+
+}  // namespace detail
+
+// ---- streams -------------------------------------------------------------------
+
+Stream Stream::default_stream(int device) {
+  Stream s;
+  s.device_ = resolve(device);
+  return s;
+}
+
+Stream Stream::create(int device, bool high_priority) {
+  Stream s;
+  s.device_ = resolve(device);
+  detail::DeviceGuard guard(s.device_);
+  int least = 0, greatest = 0;
+  KILN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t handle = nullptr;
+  KILN_CUDA_CHECK(cudaStreamCreateWithPriority(&handle, cudaStreamNonBlocking, high_priority ? greatest : least));
+  s.handle_ = handle;
+  // Destroying a stream with queued work is allowed: it is released once the work completes.
+  s.owner_ = std::shared_ptr<void>(handle, [](void* h) { (void)cudaStreamDestroy(static_cast<cudaStream_t>(h)); });
+  return s;
+}
+
+Stream Stream::wrap(void* cuda_stream, int device) {
+  Stream s;
+  s.device_ = resolve(device);
+  s.handle_ = cuda_stream;
+  return s;
+}
+
+bool Stream::query() const {
+  detail::DeviceGuard guard(device_);
+  const cudaError_t err = cudaStreamQuery(static_cast<cudaStream_t>(handle_));
+  if (err == cudaSuccess) return true;
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  cuda_fail(err, "cudaStreamQuery(stream)", __FILE__, __LINE__);
+}
+
+void Stream::synchronize() const {
+  detail::DeviceGuard guard(device_);
+  KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+}
+
+void Stream::wait(const Event& event) const {
+  if (!event.recorded()) return;
+  detail::DeviceGuard guard(device_);
+  KILN_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(handle_), static_cast<cudaEvent_t>(event.handle()), 0));
+}
+
+Stream current_stream(int device) {
+  const int d = resolve(device);
+  return t_current.set[static_cast<size_t>(d)] ? t_current.stream[static_cast<size_t>(d)] : Stream::default_stream(d);
+}
+
+void set_current_stream(const Stream& stream) {
+  const size_t d = static_cast<size_t>(resolve(stream.device()));
+  t_current.stream[d] = stream;
+  t_current.set[d] = true;
+}
+
+StreamGuard::StreamGuard(const Stream& stream)
+    : previous_(current_stream(stream.device())), previous_device_(current_device()) {
+  set_device(stream.device());
+  set_current_stream(stream);
+}
+
+StreamGuard::~StreamGuard() {
+  set_current_stream(previous_);
+  (void)cudaSetDevice(previous_device_);
+}
+
+// ---- events ---------------------------------------------------------------------
+
+struct Event::Impl {
+  cudaEvent_t event = nullptr;
+  int device = -1;
+  bool timing = false;
+  ~Impl() {
+    if (event) (void)cudaEventDestroy(event);
+  }
+};
+
+Event::Event(bool timing) : impl_(std::make_shared<Impl>()) { impl_->timing = timing; }
+
+void Event::record(const Stream& stream) {
+  if (!impl_->event) {
+    detail::DeviceGuard guard(stream.device());
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->event, impl_->timing ? cudaEventDefault : cudaEventDisableTiming));
+    impl_->device = stream.device();
+  }
+  KILN_CHECK(impl_->device == stream.device(), "Event::record: the event belongs to cuda:", impl_->device,
+             ", the stream to cuda:", stream.device());
+  detail::DeviceGuard guard(stream.device());
+  KILN_CUDA_CHECK(cudaEventRecord(impl_->event, static_cast<cudaStream_t>(stream.handle())));
+}
+
+void Event::record() { record(current_stream()); }
+
+bool Event::query() const {
+  if (!impl_->event) return true;
+  const cudaError_t err = cudaEventQuery(impl_->event);
+  if (err == cudaSuccess) return true;
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  cuda_fail(err, "cudaEventQuery(event)", __FILE__, __LINE__);
+}
+
+void Event::synchronize() const {
+  if (impl_->event) KILN_CUDA_CHECK(cudaEventSynchronize(impl_->event));
+}
+
+float Event::elapsed_ms(const Event& end) const {
+  KILN_CHECK(impl_->event && end.impl_->event, "Event::elapsed_ms: both events must have been recorded");
+  KILN_CHECK(impl_->timing && end.impl_->timing, "Event::elapsed_ms: both events must be created with timing = true");
+  float ms = 0.f;
+  KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, impl_->event, end.impl_->event));
+  return ms;
+}
+
+bool Event::recorded() const { return impl_->event != nullptr; }
+void* Event::handle() const { return impl_->event; }
+
+}  // namespace kiln::cuda
