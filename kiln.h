@@ -8,3 +8,4 @@
 #include "core/tensor.h"
 #include "autograd/grad_mode.h"
 #include "ops/ops.h"
+#include "ops/autocast.h"

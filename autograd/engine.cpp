@@ -75,6 +75,7 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
     if (deps[s.get()] == 0 && queued.insert(s.get()).second) ready.push(s);
 
   NoGradGuard no_grad;  // backward formulas record nothing (no double backward)
+  BackwardScope in_backward;  // and run without autocast (ops/autocast.h)
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();

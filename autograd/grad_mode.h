@@ -18,4 +18,21 @@ class NoGradGuard {
   bool prev_;
 };
 
+// Whether the backward engine is running on this thread. Forward-only
+// behaviour checks it: autocast (ops/autocast.h) is off inside backward, so
+// backward formulas run in the dtypes their forward chose.
+bool in_backward();
+
+// Marks its scope as backward (run_backward uses it; nests).
+class BackwardScope {
+ public:
+  BackwardScope();
+  ~BackwardScope();
+  BackwardScope(const BackwardScope&) = delete;
+  BackwardScope& operator=(const BackwardScope&) = delete;
+
+ private:
+  bool prev_;
+};
+
 }  // namespace kiln

@@ -3,6 +3,7 @@
 // The kernel sees (Bt, M, K) @ (Bt, K, N). A 2-D right operand with a batched
 // left one is folded into a single (Bt*M, K) @ (K, N) product, the shape every
 // Linear layer has; other batch dims broadcast.
+#include "ops/autocast.h"
 #include "ops/internal.h"
 
 namespace kiln {
@@ -73,7 +74,9 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast::cast_inputs("matmul", a, b);  // Note [Autocast policy]
   check_defined(a, "matmul", "a");
   check_defined(b, "matmul", "b");
   check_same_device(a, b, "matmul");
@@ -93,7 +96,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return matmul_nd(a, b);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  Tensor x = x_in, weight = weight_in, bias = bias_in;
+  autocast::cast_inputs("linear", x, weight, bias);  // Note [Autocast policy]
   check_defined(x, "linear", "x");
   check_defined(weight, "linear", "weight");
   KILN_CHECK(weight.dim() == 2, "linear: weight must be (out_features, in_features), got ", shape_str(weight.sizes()));

@@ -2,6 +2,7 @@
 // cross_entropy; and composites: embedding (index_select + index_add backward)
 // and dropout (Philox mask). tests/test_nn_ops.cpp checks each fused kernel
 // against the same op composed from primitives.
+#include "ops/autocast.h"
 #include "ops/internal.h"
 
 namespace kiln {
@@ -58,11 +59,22 @@ Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+Tensor softmax(const Tensor& x_in, int64_t dim) {
+  Tensor x = x_in;
+  autocast::cast_inputs("softmax", x);  // Note [Autocast policy]
+  return softmax_impl(x, dim, false);
+}
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  Tensor x = x_in;
+  autocast::cast_inputs("log_softmax", x);
+  return softmax_impl(x, dim, true);
+}
+
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  Tensor x = x_in, weight = weight_in, bias = bias_in;
+  autocast::cast_inputs("layer_norm", x, weight, bias);  // Note [Autocast policy]
   check_defined(x, "layer_norm", "x");
   KILN_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating-point tensor, got ", dtype_name(x.dtype()));
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
@@ -159,8 +171,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   return mul(x, mul(keep, 1.0 / (1.0 - p)));
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, double label_smoothing,
                      const std::string& reduction) {
+  Tensor logits = logits_in;
+  autocast::cast_inputs("cross_entropy", logits);  // Note [Autocast policy]
   check_defined(logits, "cross_entropy", "logits");
   check_defined(target, "cross_entropy", "target");
   KILN_CHECK(is_floating(logits.dtype()), "cross_entropy: logits must be floating-point, got ",

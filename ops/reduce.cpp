@@ -1,5 +1,6 @@
 // Reductions: sum, mean, amax/amin, max(dim) with indices, argmax, var.
 // Integer and bool sums accumulate in int64 (PyTorch's rule).
+#include "ops/autocast.h"
 #include "ops/internal.h"
 
 namespace kiln {
@@ -30,7 +31,9 @@ Tensor expand_back(const Tensor& g, const Shape& in, const Shape& dims) {
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
+Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
+  Tensor x = x_in;
+  autocast::cast_inputs("sum", x);  // Note [Autocast policy]
   check_defined(x, "sum", "x");
   const Shape dims = reduce_dims(x, dims_in, "sum");
   const DType dt = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
@@ -44,7 +47,9 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
 
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 
-Tensor mean(const Tensor& x, const Shape& dims_in, bool keepdim) {
+Tensor mean(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
+  Tensor x = x_in;
+  autocast::cast_inputs("mean", x);  // Note [Autocast policy]
   check_defined(x, "mean", "x");
   KILN_CHECK(is_floating(x.dtype()), "mean: expected a floating-point tensor, got ", dtype_name(x.dtype()),
              "; cast it first");

@@ -3,6 +3,7 @@
 
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
+#include "optim/grad_scaler.h"
 #include "optim/lamb.h"
 #include "optim/optimizer.h"
 #include "optim/param_groups.h"
