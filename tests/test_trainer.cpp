@@ -58,14 +58,16 @@ train::TrainResult run_mlm(const TrainingArguments& a) {
 
 // Note [Exact resume]: 2N steps straight == N steps, a new process-like
 // restart from checkpoint N, N more steps; with different worker counts.
-TEST(Trainer, ResumeIsBitwiseExact) {
-  const fs::path straight = fresh_dir("straight"), resumed = fresh_dir("resumed");
+void check_exact_resume(const std::string& amp) {
+  const fs::path straight = fresh_dir("straight" + amp), resumed = fresh_dir("resumed" + amp);
   TrainingArguments a = synthetic_args(straight);
+  a.amp = amp;
   const train::TrainResult full = run_mlm(a);
   ASSERT_TRUE(full.finished);
   ASSERT_EQ(full.step, 6);
 
   TrainingArguments b = synthetic_args(resumed);
+  b.amp = amp;
   b.workers = 0;
   b.stop_after_steps = 3;
   const train::TrainResult first = run_mlm(b);
@@ -97,9 +99,18 @@ TEST(Trainer, ResumeIsBitwiseExact) {
   auto model = nn::from_pretrained<nn::BertForMaskedLM>(resumed.string());
   const std::string vocab = read_bytes(resumed / "vocab.txt");
   EXPECT_EQ(model->bert->config.vocab_size, std::count(vocab.begin(), vocab.end(), '\n'));
+  if (amp == "fp16") {  // the loss scale is part of the state
+    EXPECT_EQ(s.at("loss_scale").values, r.at("loss_scale").values);
+    TrainingArguments other = b;
+    other.amp = "none";
+    EXPECT_KILN_ERROR(run_mlm(other), "was written with --amp fp16");
+  }
   fs::remove_all(straight);
   fs::remove_all(resumed);
 }
+
+TEST(Trainer, ResumeIsBitwiseExact) { check_exact_resume("none"); }
+TEST(Trainer, ResumeIsBitwiseExactWithLossScaling) { check_exact_resume("fp16"); }
 
 TEST(Trainer, SyntheticPretrainingBeatsTheUnigramBaseline) {
   const fs::path out = fresh_dir("learn");

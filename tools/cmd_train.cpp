@@ -64,6 +64,8 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "random seed (initialisation, dropout, shuffling, masking)")->capture_default_str();
   cmd->add_option("--device", a.device, "cpu or cuda[:N]")->capture_default_str();
+  cmd->add_option("--amp", a.amp, "mixed precision: none, bf16 or fp16 (fp16 with dynamic loss scaling)")
+      ->capture_default_str();
   cmd->add_option("--output-dir", a.output_dir,
                   training ? "where checkpoints, metrics and the final model go (required)"
                            : "also write eval_results.json here");
@@ -197,6 +199,8 @@ int run_evaluate(TrainCommand& c) {
   const std::string ext = fs::path(a.validation_file).extension().string();
   const bool labelled = ext == ".tsv" || ext == ".csv" || ext == ".jsonl";
   std::map<std::string, double> m;
+  KILN_CHECK(a.amp == "none" || a.amp == "bf16" || a.amp == "fp16", "--amp must be none, bf16 or fp16");
+  AutocastGuard autocast(a.amp == "fp16" ? DType::Float16 : DType::BFloat16, a.amp != "none");
   if (labelled) {
     train::ClassificationTask task(a, std::cerr, /*for_training=*/false);
     m = task.evaluate();

@@ -13,6 +13,7 @@
 #include "core/random.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/safetensors.h"
+#include "ops/autocast.h"
 #include "optim/optim.h"
 #include "train/checkpoint.h"
 #include "train/metric_log.h"
@@ -140,6 +141,7 @@ void TrainingArguments::validate() const {
   KILN_CHECK(synthetic_documents >= 10, "--synthetic-documents must be >= 10, got ", synthetic_documents);
   KILN_CHECK(stop_after_steps >= 0, "--stop-after-steps must be >= 0, got ", stop_after_steps);
   KILN_CHECK(std::isfinite(max_grad_norm), "--max-grad-norm must be finite");
+  KILN_CHECK(amp == "none" || amp == "bf16" || amp == "fp16", "--amp must be none, bf16 or fp16, got '", amp, "'");
 }
 
 nlohmann::json TrainingArguments::to_json() const {
@@ -180,7 +182,8 @@ nlohmann::json TrainingArguments::to_json() const {
           {"save_total_limit", save_total_limit},
           {"eval_steps", eval_steps},
           {"logging_steps", logging_steps},
-          {"device", device}};
+          {"device", device},
+          {"amp", amp}};
 }
 
 int64_t total_training_steps(const TrainingArguments& a, size_t batches_per_epoch) {
@@ -207,6 +210,11 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(args, model);
   optim::Scheduler scheduler(*optimizer, make_schedule(args, warmup, total));
   const std::vector<Tensor> params = parameters_of(model);
+  // Mixed precision (ops/autocast.h, optim/grad_scaler.h): autocast around
+  // every forward; loss scaling only for float16.
+  const bool autocast = args.amp != "none";
+  const DType low = args.amp == "fp16" ? DType::Float16 : DType::BFloat16;
+  optim::GradScaler scaler(optim::GradScalerOptions{.enabled = args.amp == "fp16"});
 
   // Resume, or refuse to mix a new run into an old one's files.
   int64_t step = 0;
@@ -216,6 +224,8 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
     LoadedCheckpoint ck = load_checkpoint(*latest);
     const nlohmann::json& st = ck.trainer_state;
     check_same_architecture(ck.config, task.config(), *latest);
+    KILN_CHECK(st.value("amp", std::string("none")) == args.amp, *latest, " was written with --amp ",
+               st.value("amp", std::string("none")), "; resume it with the same --amp (not ", args.amp, ")");
     KILN_CHECK(st.value("kind", "") == task.kind(), *latest, " is a '", st.value("kind", "?"),
                "' checkpoint; this command trains '", task.kind(), "'");
     KILN_CHECK(st.value("total_steps", int64_t{-1}) == total && st.value("batches_per_epoch", int64_t{-1}) ==
@@ -226,6 +236,7 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
     model.load_state_dict(ck.model);
     optimizer->load_state_dict(with_prefix("optimizer.", ck.optimizer));
     scheduler.load_state_dict(with_prefix("scheduler.", ck.optimizer));
+    if (scaler.is_enabled()) scaler.load_state_dict(with_prefix("scaler.", ck.optimizer));
     default_generator().set_state({st.at("rng").at("seed").get<uint64_t>(), st.at("rng").at("offset").get<uint64_t>()});
     task.load_loader_state(data::LoaderState::from_map(st.at("loader").get<std::map<std::string, int64_t>>()));
     step = st.at("step").get<int64_t>();
@@ -241,12 +252,14 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
     data.model = model.state_dict();
     data.optimizer = prefixed("optimizer.", optimizer->state_dict());
     for (auto& [k, v] : prefixed("scheduler.", scheduler.state_dict())) data.optimizer[k] = v;
+    for (auto& [k, v] : prefixed("scaler.", scaler.state_dict())) data.optimizer[k] = v;
     const data::LoaderState ls = task.loader_state();
     const PhiloxState rng = default_generator().state();
     data.trainer_state = {{"step", s},
                           {"total_steps", total},
                           {"batches_per_epoch", per_epoch},
                           {"kind", task.kind()},
+                          {"amp", args.amp},
                           {"epoch", static_cast<double>(ls.epoch) + static_cast<double>(ls.batches_consumed) / per_epoch},
                           {"loader", ls.to_map()},
                           {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
@@ -257,7 +270,11 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
     result.last_checkpoint = save_checkpoint(out_dir.string(), s, data, static_cast<int>(args.save_total_limit));
   };
   auto evaluate = [&](int64_t s) {
-    std::map<std::string, double> m = task.evaluate();
+    std::map<std::string, double> m;
+    {
+      AutocastGuard guard(low, autocast);
+      m = task.evaluate();
+    }
     model.train();
     if (m.empty()) return;
     result.eval = m;
@@ -275,27 +292,34 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
   while (step < total && !(args.stop_after_steps > 0 && steps_here >= args.stop_after_steps)) {
     optimizer->zero_grad();
     for (int64_t k = 0; k < args.grad_accum; ++k) {
-      std::optional<MicroBatch> mb = task.forward_next();
-      if (!mb) {
-        task.start_epoch(task.loader_state().epoch + 1);
+      std::optional<MicroBatch> mb;
+      {
+        AutocastGuard guard(low, autocast);
         mb = task.forward_next();
-        KILN_CHECK(mb.has_value(), "the training data gives no batch in epoch ", task.loader_state().epoch);
+        if (!mb) {
+          task.start_epoch(task.loader_state().epoch + 1);
+          mb = task.forward_next();
+          KILN_CHECK(mb.has_value(), "the training data gives no batch in epoch ", task.loader_state().epoch);
+        }
       }
       const double loss = mb->loss.item<double>();
       KILN_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step + 1,
                  " (try a lower --lr or --max-grad-norm)");
-      (args.grad_accum > 1 ? mb->loss * (1.0 / static_cast<double>(args.grad_accum)) : mb->loss).backward();
+      scaler.scale(args.grad_accum > 1 ? mb->loss * (1.0 / static_cast<double>(args.grad_accum)) : mb->loss)
+          .backward();
       window.loss_sum += loss;
       window.micro_batches += 1;
       window.tokens += mb->tokens;
       window.correct += mb->correct;
       window.predicted += mb->predicted;
     }
+    scaler.unscale_(*optimizer);
     window.grad_norm_sum +=
         args.max_grad_norm > 0 ? optim::clip_grad_norm(params, args.max_grad_norm) : optim::grad_norm(params);
     const double lr = optimizer->lr(0);
-    optimizer->step();
-    scheduler.step();
+    // A step skipped for non-finite fp16 gradients leaves the schedule where it is (as HF's Trainer).
+    if (scaler.step(*optimizer)) scheduler.step();
+    scaler.update();
     ++step;
     ++steps_here;
     ++window.steps;
@@ -306,6 +330,7 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
                                       {"lr", lr},
                                       {"grad_norm", window.grad_norm_sum / static_cast<double>(window.steps)},
                                       {"tokens_per_s", static_cast<double>(window.tokens) / elapsed}};
+      if (scaler.is_enabled()) m["loss_scale"] = scaler.get_scale();
       if (window.predicted > 0)
         m["accuracy"] = static_cast<double>(window.correct) / static_cast<double>(window.predicted);
       const data::LoaderState ls = task.loader_state();

@@ -27,6 +27,8 @@
 // draws no random numbers. So a run resumed from checkpoint s computes
 // bit-for-bit the same steps s + 1, s + 2, ... as the run that wrote it, for
 // any thread or worker count (tests/test_trainer.cpp checks losses and weights).
+// With --amp fp16 the GradScaler's scale and growth tracker are saved too;
+// a resumed run must use the same --amp.
 // stop_after_steps ends a process early without changing the schedule, the
 // way a job with a time limit stops and later resumes.
 #pragma once
@@ -88,6 +90,7 @@ struct TrainingArguments {
   bool resume = false;
   int64_t stop_after_steps = 0;  // > 0: stop this process after that many steps (Note [Exact resume])
   std::string device = "cpu";
+  std::string amp = "none";  // none | bf16 | fp16 (autocast; fp16 adds dynamic loss scaling)
 
   // Checks ranges and choices; kiln::Error naming the flag (e.g. "--batch-size must be >= 1, got 0").
   void validate() const;
