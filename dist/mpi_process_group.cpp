@@ -1,0 +1,192 @@
+// The "mpi" process group: CPU collectives over MPI (OpenMPI from Debian),
+// each started non-blocking (MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather,
+// MPI_Ibarrier) on the group's own communicator (a duplicate of
+// MPI_COMM_WORLD) and completed by Work::wait() polling MPI_Test against the
+// timeout (Note [Collective timeout]). MPI errors are returned, not fatal
+// (MPI_ERRORS_RETURN), and become kiln::Error naming the collective.
+// Also MPI's start-up and shut-down (dist/mpi_runtime.h).
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+
+#include "dist/mpi_runtime.h"
+#include "dist/process_group.h"
+
+namespace kiln::dist {
+namespace detail {
+namespace {
+bool g_kiln_initialised = false;  // mpi_initialize() called MPI_Init_thread
+}  // namespace
+
+void mpi_initialize() {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised) return;
+  int provided = 0;
+  const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  KILN_CHECK(rc == MPI_SUCCESS, "MPI_Init_thread failed with code ", rc);
+  g_kiln_initialised = true;
+  // Errors come back as codes on every communicator derived from the world.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+bool mpi_is_running() {
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  return initialised && !finalised;
+}
+
+void mpi_finalize() {
+  if (g_kiln_initialised && mpi_is_running()) MPI_Finalize();
+}
+
+void mpi_abort(int code) {
+  if (mpi_is_running()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace detail
+
+namespace {
+
+[[noreturn]] void mpi_fail(int rc, const std::string& what) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fail(what, ": MPI error ", rc, " (", std::string(text, static_cast<size_t>(len)), ")");
+}
+
+// MPI counts are int: larger messages are an error naming the collective.
+int mpi_count(int64_t count, const std::string& what) {
+  KILN_CHECK(count <= INT_MAX, what, ": more than 2^31 - 1 elements in one MPI call; split the tensor");
+  return static_cast<int>(count);
+}
+
+MPI_Datatype reduce_type(DType t, const std::string& what) {
+  switch (t) {
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::Int32: return MPI_INT32_T;
+    case DType::Int64: return MPI_INT64_T;
+    default: break;
+  }
+  fail(what, ": the mpi backend reduces float32, float64, int32 and int64, not ", dtype_name(t),
+       " (convert to float32)");
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return MPI_SUM;  // Avg divides afterwards
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Product: return MPI_PROD;
+  }
+  return MPI_SUM;
+}
+
+template <typename T>
+void divide(void* data, int64_t count, int divisor) {
+  T* p = static_cast<T*>(data);
+  const T d = static_cast<T>(divisor);
+  for (int64_t i = 0; i < count; ++i) p[i] = p[i] / d;
+}
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(std::shared_ptr<ProcessGroup> g, std::string what, MPI_Request req)
+      : Work(std::move(g), std::move(what)), req_(req) {}
+
+ protected:
+  bool poll() override {
+    int flag = 0;
+    const int rc = MPI_Test(&req_, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      group_->mark_failed(description() + ": MPI_Test failed");
+      mpi_fail(rc, description());
+    }
+    return flag != 0;
+  }
+
+ private:
+  MPI_Request req_;
+};
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  MpiProcessGroup(MPI_Comm comm, int rank, int size, double timeout)
+      : ProcessGroup(rank, size, timeout), comm_(comm) {}
+  std::string backend() const override { return "mpi"; }
+
+ protected:
+  WorkPtr start_all_reduce(void* data, int64_t count, DType dtype, ReduceOp op, const std::string& what) override {
+    const MPI_Datatype type = reduce_type(dtype, what);
+    MPI_Request req;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count, what), type, mpi_op(op), comm_, &req), what);
+    auto w = std::make_shared<MpiWork>(shared_from_this(), what, req);
+    if (op == ReduceOp::Avg) {
+      // Note [Deterministic reductions]: the sum, then one division per element.
+      const int n = size();
+      w->then([data, count, dtype, n] {
+        if (dtype == DType::Float32) divide<float>(data, count, n);
+        else divide<double>(data, count, n);
+      });
+    }
+    return w;
+  }
+
+  WorkPtr start_broadcast(void* data, int64_t count, DType dtype, int root, const std::string& what) override {
+    MPI_Request req;
+    const int bytes = mpi_count(count * static_cast<int64_t>(element_size(dtype)), what);
+    check(MPI_Ibcast(data, bytes, MPI_BYTE, root, comm_, &req), what);
+    return std::make_shared<MpiWork>(shared_from_this(), what, req);
+  }
+
+  WorkPtr start_all_gather(const void* in, void* out, int64_t count, DType dtype, const std::string& what) override {
+    MPI_Request req;
+    const int bytes = mpi_count(count * static_cast<int64_t>(element_size(dtype)), what);
+    check(MPI_Iallgather(in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, comm_, &req), what);
+    return std::make_shared<MpiWork>(shared_from_this(), what, req);
+  }
+
+  WorkPtr start_barrier(const std::string& what) override {
+    MPI_Request req;
+    check(MPI_Ibarrier(comm_, &req), what);
+    return std::make_shared<MpiWork>(shared_from_this(), what, req);
+  }
+
+  void do_shutdown(bool abandon) override {
+    // With a request possibly in flight the communicator is left to MPI_Abort.
+    if (!abandon && comm_ != MPI_COMM_NULL && detail::mpi_is_running()) MPI_Comm_free(&comm_);
+    comm_ = MPI_COMM_NULL;
+  }
+
+ private:
+  void check(int rc, const std::string& what) {
+    if (rc == MPI_SUCCESS) return;
+    mark_failed(what + ": could not be started");
+    mpi_fail(rc, what);
+  }
+
+  MPI_Comm comm_;
+};
+
+}  // namespace
+
+ProcessGroupPtr new_mpi_group(double timeout_seconds) {
+  KILN_CHECK(detail::mpi_is_running(), "new_mpi_group: MPI is not initialised (call init_process_group first)");
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  if (rc != MPI_SUCCESS) mpi_fail(rc, "new_mpi_group: MPI_Comm_dup");
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  return std::make_shared<MpiProcessGroup>(comm, rank, size,
+                                           timeout_seconds > 0 ? timeout_seconds : default_timeout_seconds());
+}
+
+}  // namespace kiln::dist

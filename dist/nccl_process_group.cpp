@@ -1,0 +1,284 @@
+// The "nccl" process group: collectives on CUDA memory over NCCL (2.x), for
+// builds with the CUDA backend and NCCL (KILN_WITH_NCCL, cmake/KilnDist.cmake).
+//
+// Bootstrap: rank 0 makes the NCCL unique id and broadcasts it over the
+// bootstrap group (mpi under mpirun, single otherwise), so `mpirun -H a,b ...`
+// is the only launcher. The communicator is non-blocking (config.blocking = 0):
+// its initialisation and every collective are polled against the group's
+// timeout (Note [Collective timeout]), and a timeout aborts the communicator
+// (ncclCommAbort), which also stops its kernels.
+//
+// Each collective runs on the group's own stream, after the work already
+// queued on the legacy default stream (an event joins the two), and its Work
+// polls an event recorded after it. kiln has no CUDA tensors yet, so the
+// tensor forms refuse cpu tensors (ProcessGroup checks device()); the raw
+// forms take device pointers (`kiln bench allreduce`).
+//
+// Without NCCL this file only says so: new_nccl_group() throws "built without
+// CUDA" (or "built without NCCL" in a CUDA build that found no NCCL).
+#include "dist/process_group.h"
+
+#if defined(KILN_WITH_CUDA) && defined(KILN_WITH_NCCL)
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "cuda/cuda_check.h"
+
+namespace kiln::dist {
+namespace {
+
+[[noreturn]] void nccl_fail(ncclResult_t r, const std::string& what) {
+  fail(what, ": NCCL error ", static_cast<int>(r), " (", ncclGetErrorString(r), ")");
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::Float32: return ncclFloat32;
+    case DType::Float64: return ncclFloat64;
+    case DType::Float16: return ncclFloat16;
+    case DType::BFloat16: return ncclBfloat16;
+    case DType::Int32: return ncclInt32;
+    case DType::Int64: return ncclInt64;
+    case DType::Bool: return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;  // sum, then divide by the world size
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Product: return ncclProd;
+  }
+  return ncclSum;
+}
+
+// Makes `device` current for a scope, restoring the previous one after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    KILN_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) KILN_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceScope() { (void)cudaSetDevice(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  NcclProcessGroup(const ProcessGroupPtr& bootstrap, int device, double timeout);
+  ~NcclProcessGroup() override;
+  std::string backend() const override { return "nccl"; }
+  Device device() const override { return Device(DeviceType::CUDA, device_); }
+
+  // Throws (after marking the group failed) when the communicator reports an
+  // asynchronous error; true while an operation is still being set up.
+  bool comm_in_progress(const std::string& what);
+  void abort_comm() {
+    if (comm_ != nullptr) (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+ protected:
+  WorkPtr start_all_reduce(void* data, int64_t count, DType dtype, ReduceOp op, const std::string& what) override {
+    return launch(what, [&] {
+      return ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype), nccl_op(op), comm_, stream_);
+    });
+  }
+  WorkPtr start_broadcast(void* data, int64_t count, DType dtype, int root, const std::string& what) override {
+    const size_t bytes = static_cast<size_t>(count) * element_size(dtype);
+    return launch(what, [&] { return ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_); });
+  }
+  WorkPtr start_all_gather(const void* in, void* out, int64_t count, DType dtype, const std::string& what) override {
+    const size_t bytes = static_cast<size_t>(count) * element_size(dtype);
+    return launch(what, [&] { return ncclAllGather(in, out, bytes, ncclUint8, comm_, stream_); });
+  }
+  WorkPtr start_barrier(const std::string& what) override {
+    return launch(what, [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_); });
+  }
+  void do_shutdown(bool abandon) override;
+
+ private:
+  template <typename Enqueue>
+  WorkPtr launch(const std::string& what, Enqueue&& enqueue);
+  void wait_for_comm(const std::string& what);
+
+  int device_ = 0;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* scratch_ = nullptr;  // one float for barrier()
+};
+
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::shared_ptr<ProcessGroup> g, std::string what, cudaEvent_t done)
+      : Work(std::move(g), std::move(what)), done_(done) {}
+  ~NcclWork() override { (void)cudaEventDestroy(done_); }
+
+ protected:
+  bool poll() override {
+    auto& g = static_cast<NcclProcessGroup&>(*group_);
+    (void)g.comm_in_progress(description());
+    const cudaError_t e = cudaEventQuery(done_);
+    if (e == cudaSuccess) return true;
+    if (e == cudaErrorNotReady) return false;
+    group_->mark_failed(description() + ": CUDA error");
+    cuda_fail(e, "cudaEventQuery", __FILE__, __LINE__);
+  }
+  void on_timeout() override { static_cast<NcclProcessGroup&>(*group_).abort_comm(); }
+
+ private:
+  cudaEvent_t done_;
+};
+
+NcclProcessGroup::NcclProcessGroup(const ProcessGroupPtr& bootstrap, int device, double timeout)
+    : ProcessGroup(bootstrap->rank(), bootstrap->size(), timeout) {
+  int n = 0;
+  KILN_CUDA_CHECK(cudaGetDeviceCount(&n));
+  KILN_CHECK(n > 0, "nccl process group: no CUDA device");
+  device_ = device >= 0 ? device : local_rank() % n;
+  KILN_CHECK(device_ < n, "nccl process group: GPU ", device_, " asked for, but there are ", n);
+  DeviceScope scope(device_);
+
+  // The unique id (128 bytes) travels as 16 int64 over the bootstrap group.
+  ncclUniqueId id;
+  static_assert(sizeof(ncclUniqueId) % sizeof(int64_t) == 0);
+  std::memset(&id, 0, sizeof(id));
+  if (rank() == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) nccl_fail(r, "ncclGetUniqueId");
+  }
+  Tensor id_t = empty_tensor({static_cast<int64_t>(sizeof(id) / sizeof(int64_t))}, DType::Int64, kCPU);
+  std::memcpy(id_t.raw_data(), &id, sizeof(id));
+  bootstrap->broadcast(id_t, 0);
+  std::memcpy(&id, id_t.raw_data(), sizeof(id));
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t r = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);
+  if (r != ncclSuccess && r != ncclInProgress) nccl_fail(r, "ncclCommInitRankConfig");
+  wait_for_comm(describe("ncclCommInitRankConfig", 0, DType::Float32));
+
+  KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  KILN_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+}
+
+NcclProcessGroup::~NcclProcessGroup() {
+  if (!is_shut_down()) {
+    try {
+      shutdown();
+    } catch (...) {
+    }
+  }
+}
+
+bool NcclProcessGroup::comm_in_progress(const std::string& what) {
+  KILN_CHECK(comm_ != nullptr, what, ": the NCCL communicator was aborted");
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+  if (r != ncclSuccess) state = r;
+  if (state == ncclSuccess) return false;
+  if (state == ncclInProgress) return true;
+  mark_failed(what + ": NCCL reported an error");
+  abort_comm();
+  nccl_fail(state, what);
+}
+
+void NcclProcessGroup::wait_for_comm(const std::string& what) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds()));
+  while (comm_in_progress(what)) {
+    if (Clock::now() >= deadline) {
+      const std::string msg = kiln::detail::str_cat(what, " timed out after ", timeout_seconds(),
+                                              " s: another rank is dead, stuck, or called a different collective");
+      mark_failed(msg);
+      abort_comm();
+      throw Error(msg);
+    }
+    std::this_thread::yield();
+  }
+}
+
+template <typename Enqueue>
+WorkPtr NcclProcessGroup::launch(const std::string& what, Enqueue&& enqueue) {
+  KILN_CHECK(comm_ != nullptr, what, ": the NCCL communicator was aborted");
+  DeviceScope scope(device_);
+  // Run after everything already queued on the legacy default stream.
+  cudaEvent_t ready = nullptr, done = nullptr;
+  KILN_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  KILN_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
+  KILN_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
+  KILN_CUDA_CHECK(cudaEventDestroy(ready));
+  const ncclResult_t r = enqueue();
+  if (r == ncclInProgress) {
+    wait_for_comm(what);
+  } else if (r != ncclSuccess) {
+    mark_failed(what + ": could not be started");
+    nccl_fail(r, what);
+  }
+  KILN_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  KILN_CUDA_CHECK(cudaEventRecord(done, stream_));
+  return std::make_shared<NcclWork>(shared_from_this(), what, done);
+}
+
+void NcclProcessGroup::do_shutdown(bool abandon) {
+  if (comm_ != nullptr) {
+    if (abandon) {
+      abort_comm();
+    } else {
+      // Finalize flushes outstanding work; then the communicator is freed.
+      ncclResult_t r = ncclCommFinalize(comm_);
+      if (r == ncclSuccess || r == ncclInProgress) {
+        try {
+          wait_for_comm("ncclCommFinalize");
+        } catch (const Error&) {
+          comm_ = nullptr;  // aborted by wait_for_comm
+        }
+      }
+      if (comm_ != nullptr) (void)ncclCommDestroy(comm_);
+      comm_ = nullptr;
+    }
+  }
+  if (scratch_ != nullptr) (void)cudaFree(scratch_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  scratch_ = nullptr;
+  stream_ = nullptr;
+}
+
+}  // namespace
+
+bool nccl_built() { return true; }
+
+ProcessGroupPtr new_nccl_group(const ProcessGroupPtr& bootstrap, int device, double timeout_seconds) {
+  KILN_CHECK(bootstrap != nullptr, "new_nccl_group: no bootstrap process group");
+  return std::make_shared<NcclProcessGroup>(bootstrap, device,
+                                            timeout_seconds > 0 ? timeout_seconds : default_timeout_seconds());
+}
+
+}  // namespace kiln::dist
+
+#else  // no NCCL in this build
+
+namespace kiln::dist {
+
+bool nccl_built() { return false; }
+
+ProcessGroupPtr new_nccl_group(const ProcessGroupPtr&, int, double) {
+  fail("nccl process group: ", cuda_built() ? "built without NCCL" : "built without CUDA");
+}
+
+}  // namespace kiln::dist
+
+#endif

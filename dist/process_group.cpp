@@ -1,0 +1,370 @@
+// The backend-independent half of ProcessGroup: argument checks, the tensor
+// forms of the collectives (on top of the raw ones), Work's polling loop
+// against the timeout (Note [Collective timeout]), the world-size-1 "single"
+// group, and the process-wide default group (init / destroy / abort).
+#include "dist/process_group.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "autograd/grad_mode.h"
+#include "dist/mpi_runtime.h"
+
+namespace kiln::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Product: return "product";
+  }
+  return "?";
+}
+
+// ---- Work ------------------------------------------------------------------
+
+Work::Work(std::shared_ptr<ProcessGroup> group, std::string what) : group_(std::move(group)), what_(std::move(what)) {}
+
+Work::~Work() {
+  if (done_ || !group_ || group_->is_shut_down()) return;
+  // Still in flight: the backend may write into the buffers later, so they are
+  // leaked on purpose, and the group cannot be trusted any more.
+  if (!keep_.empty()) new std::vector<Tensor>(std::move(keep_));  // NOLINT: intentional leak
+  group_->mark_failed("a collective was abandoned before it completed: " + what_);
+}
+
+void Work::complete() {
+  done_ = true;
+  for (auto& fn : finish_) fn();
+  finish_.clear();
+  keep_.clear();
+}
+
+bool Work::test() {
+  if (done_) return true;
+  KILN_CHECK(!group_->is_shut_down(), what_, ": the process group was destroyed while it was in flight");
+  if (poll()) complete();
+  return done_;
+}
+
+void Work::wait() {
+  using Clock = std::chrono::steady_clock;
+  if (test()) return;
+  const double timeout = group_->timeout_seconds();
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+  // Busy polling, as a blocking MPI call would do: MPI progresses only inside
+  // MPI calls, so sleeping here would slow large transfers down. After the
+  // first spins, yield the core to whoever shares it.
+  for (int64_t spin = 0;; ++spin) {
+    if (test()) return;
+    if (Clock::now() >= deadline) {
+      std::ostringstream msg;
+      msg << what_ << " timed out after " << timeout
+          << " s: another rank is dead, stuck, or called a different collective"
+             " (timeout: ProcessGroupOptions::timeout_seconds or KILN_DIST_TIMEOUT)";
+      on_timeout();
+      group_->mark_failed(msg.str());
+      throw Error(msg.str());
+    }
+    if (spin > 1000) std::this_thread::yield();
+  }
+}
+
+namespace {
+
+// A Work that is complete as soon as it is polled (the single group).
+class DoneWork final : public Work {
+ public:
+  DoneWork(std::shared_ptr<ProcessGroup> g, std::string what) : Work(std::move(g), std::move(what)) {}
+
+ protected:
+  bool poll() override { return true; }
+};
+
+}  // namespace
+
+// ---- ProcessGroup: checks and tensor forms ----------------------------------
+
+ProcessGroup::ProcessGroup(int rank, int size, double timeout_seconds) : rank_(rank), size_(size) {
+  KILN_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroup: rank ", rank, " of world size ", size);
+  set_timeout_seconds(timeout_seconds);
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::set_timeout_seconds(double seconds) {
+  KILN_CHECK(std::isfinite(seconds) && seconds > 0, "ProcessGroup: timeout must be > 0 seconds, got ", seconds);
+  timeout_s_ = seconds;
+}
+
+void ProcessGroup::mark_failed(const std::string& why) {
+  if (failure_.empty()) failure_ = why;
+}
+
+void ProcessGroup::shutdown() {
+  if (shut_down_) return;
+  do_shutdown(!failure_.empty());
+  shut_down_ = true;
+}
+
+std::string ProcessGroup::describe(const std::string& collective, int64_t count, DType dtype) const {
+  return kiln::detail::str_cat(collective, " of ", count * static_cast<int64_t>(element_size(dtype)), " bytes ",
+                         dtype_name(dtype), " (", backend(), ", rank ", rank_, " of ", size_, ")");
+}
+
+void ProcessGroup::check_usable(const char* collective) const {
+  KILN_CHECK(!shut_down_, collective, " (", backend(), "): the process group was destroyed");
+  KILN_CHECK(failure_.empty(), collective, " (", backend(), "): the process group is unusable after an earlier failure: ",
+             failure_);
+}
+
+void ProcessGroup::check_tensor(const Tensor& t, const char* collective) const {
+  KILN_CHECK(t.defined(), collective, ": undefined tensor");
+  KILN_CHECK(t.device() == device(), collective, ": tensor on ", t.device().str(), " but the ", backend(),
+             " process group works on ", device().str(), " tensors");
+  KILN_CHECK(!(grad_enabled() && t.requires_grad()), collective,
+             ": the tensor requires grad; write into it under NoGradGuard (Note [In-place ops and autograd])");
+}
+
+WorkPtr ProcessGroup::all_reduce_raw(void* data, int64_t count, DType dtype, ReduceOp op) {
+  check_usable("all_reduce");
+  KILN_CHECK(count >= 0, "all_reduce: negative count ", count);
+  KILN_CHECK(dtype != DType::Bool, "all_reduce: bool tensors cannot be reduced (use int32)");
+  KILN_CHECK(op != ReduceOp::Avg || is_floating(dtype), "all_reduce: avg needs a floating-point tensor, got ",
+             dtype_name(dtype));
+  const std::string what = describe(kiln::detail::str_cat("all_reduce(", reduce_op_name(op), ")"), count, dtype);
+  return start_all_reduce(data, count, dtype, op, what);
+}
+
+WorkPtr ProcessGroup::broadcast_raw(void* data, int64_t count, DType dtype, int root) {
+  check_usable("broadcast");
+  KILN_CHECK(count >= 0, "broadcast: negative count ", count);
+  KILN_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of a group of size ", size_);
+  return start_broadcast(data, count, dtype, root, describe(kiln::detail::str_cat("broadcast(root ", root, ")"), count, dtype));
+}
+
+WorkPtr ProcessGroup::all_gather_raw(const void* in, void* out, int64_t count, DType dtype) {
+  check_usable("all_gather");
+  KILN_CHECK(count >= 0, "all_gather: negative count ", count);
+  return start_all_gather(in, out, count, dtype, describe("all_gather", count, dtype));
+}
+
+WorkPtr ProcessGroup::barrier_async() {
+  check_usable("barrier");
+  return start_barrier(kiln::detail::str_cat("barrier (", backend(), ", rank ", rank_, " of ", size_, ")"));
+}
+
+namespace {
+
+// The contiguous buffer a collective works on: t itself, or a copy that is
+// written back into t when the collective completes.
+Tensor contiguous_buffer(const Tensor& t) {
+  NoGradGuard no_grad;
+  return t.is_contiguous() ? t : t.contiguous();
+}
+
+void finish_in_place(Work& w, const Tensor& t, const Tensor& buf) {
+  w.keep_alive(t);
+  w.keep_alive(buf);
+  if (buf.impl_ptr() == t.impl_ptr()) {
+    w.then([t] { t.bump_version(); });
+  } else {
+    w.then([t, buf] {
+      NoGradGuard no_grad;
+      Tensor dst = t;
+      dst.copy_(buf);
+    });
+  }
+}
+
+}  // namespace
+
+WorkPtr ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
+  check_tensor(t, "all_reduce");
+  Tensor buf = contiguous_buffer(t);
+  WorkPtr w = all_reduce_raw(buf.raw_data(), buf.numel(), buf.dtype(), op);
+  finish_in_place(*w, t, buf);
+  return w;
+}
+
+void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
+
+WorkPtr ProcessGroup::broadcast_async(const Tensor& t, int root) {
+  check_tensor(t, "broadcast");
+  Tensor buf = contiguous_buffer(t);
+  WorkPtr w = broadcast_raw(buf.raw_data(), buf.numel(), buf.dtype(), root);
+  finish_in_place(*w, t, buf);
+  return w;
+}
+
+void ProcessGroup::broadcast(const Tensor& t, int root) { broadcast_async(t, root)->wait(); }
+
+Tensor ProcessGroup::all_gather(const Tensor& t) {
+  KILN_CHECK(t.defined(), "all_gather: undefined tensor");
+  KILN_CHECK(t.device() == device(), "all_gather: tensor on ", t.device().str(), " but the ", backend(),
+             " process group works on ", device().str(), " tensors");
+  Tensor in = contiguous_buffer(t.detach());
+  Shape shape = t.sizes();
+  shape.insert(shape.begin(), size_);
+  Tensor out = empty_tensor(shape, t.dtype(), device());
+  WorkPtr w = all_gather_raw(in.raw_data(), out.raw_data(), in.numel(), in.dtype());
+  w->keep_alive(in);
+  w->keep_alive(out);
+  w->wait();
+  return out;
+}
+
+void ProcessGroup::barrier() { barrier_async()->wait(); }
+
+// ---- the single group (world size 1) --------------------------------------
+
+namespace {
+
+class SingleProcessGroup final : public ProcessGroup {
+ public:
+  explicit SingleProcessGroup(double timeout) : ProcessGroup(0, 1, timeout) {}
+  std::string backend() const override { return "single"; }
+
+ protected:
+  // One rank: sum, avg (x / 1), max, min and product of one value is the value.
+  WorkPtr start_all_reduce(void*, int64_t, DType, ReduceOp, const std::string& what) override {
+    return std::make_shared<DoneWork>(shared_from_this(), what);
+  }
+  WorkPtr start_broadcast(void*, int64_t, DType, int, const std::string& what) override {
+    return std::make_shared<DoneWork>(shared_from_this(), what);
+  }
+  WorkPtr start_all_gather(const void* in, void* out, int64_t count, DType dtype, const std::string& what) override {
+    if (in != out && count > 0) std::memmove(out, in, static_cast<size_t>(count) * element_size(dtype));
+    return std::make_shared<DoneWork>(shared_from_this(), what);
+  }
+  WorkPtr start_barrier(const std::string& what) override { return std::make_shared<DoneWork>(shared_from_this(), what); }
+  void do_shutdown(bool) override {}
+};
+
+}  // namespace
+
+ProcessGroupPtr new_single_group(double timeout_seconds) {
+  return std::make_shared<SingleProcessGroup>(timeout_seconds > 0 ? timeout_seconds : default_timeout_seconds());
+}
+
+// ---- environment ------------------------------------------------------------
+
+double default_timeout_seconds() {
+  const char* env = std::getenv("KILN_DIST_TIMEOUT");
+  if (env == nullptr || *env == '\0') return 300.0;
+  char* end = nullptr;
+  const double v = std::strtod(env, &end);
+  KILN_CHECK(end != env && *end == '\0' && std::isfinite(v) && v > 0, "KILN_DIST_TIMEOUT='", env,
+             "': expected a number of seconds > 0");
+  return v;
+}
+
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
+    if (std::getenv(var) != nullptr) return true;
+  return false;
+}
+
+int local_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+
+// ---- the default group --------------------------------------------------------
+
+namespace {
+
+std::mutex g_mutex;
+ProcessGroupPtr g_default;    // what init_process_group returned
+ProcessGroupPtr g_bootstrap;  // nccl: the group its unique id came over
+bool g_at_exit_registered = false;
+
+void destroy_locked() {
+  std::string failure;
+  for (const ProcessGroupPtr& g : {g_default, g_bootstrap})
+    if (g && failure.empty()) failure = g->failure();
+  if (!failure.empty() && detail::mpi_is_running()) {
+    // A collective may still be in flight on some rank: finalising could hang,
+    // so end the whole job (Note [Collective timeout]).
+    std::fprintf(stderr, "kiln: process group failed (%s); aborting the MPI job\n", failure.c_str());
+    std::fflush(stderr);
+    detail::mpi_abort(1);
+  }
+  if (g_default) g_default->shutdown();
+  if (g_bootstrap) g_bootstrap->shutdown();
+  g_default.reset();
+  g_bootstrap.reset();
+  detail::mpi_finalize();
+}
+
+void destroy_at_exit() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  try {
+    destroy_locked();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: shutting the process group down at exit: %s\n", e.what());
+  }
+}
+
+}  // namespace
+
+ProcessGroupPtr init_process_group(const ProcessGroupOptions& options) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  KILN_CHECK(!g_default, "init_process_group: already initialised (", g_default->backend(), ", rank ",
+             g_default->rank(), " of ", g_default->size(), "); call destroy_process_group() first");
+  const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : default_timeout_seconds();
+  std::string backend = options.backend;
+  if (backend == "auto") backend = launched_by_mpi() ? "mpi" : "single";
+  if (backend == "mpi") {
+    detail::mpi_initialize();
+    g_default = new_mpi_group(timeout);
+  } else if (backend == "single") {
+    g_default = new_single_group(timeout);
+  } else if (backend == "nccl") {
+    KILN_CHECK(nccl_built(), "init_process_group: backend nccl: ", cuda_built() ? "built without NCCL" : "built without CUDA");
+    ProcessGroupPtr bootstrap;
+    if (launched_by_mpi()) {
+      detail::mpi_initialize();
+      bootstrap = new_mpi_group(timeout);
+    } else {
+      bootstrap = new_single_group(timeout);
+    }
+    g_default = new_nccl_group(bootstrap, options.device, timeout);
+    g_bootstrap = bootstrap;
+  } else {
+    fail("init_process_group: unknown backend '", options.backend, "': expected auto, mpi, single or nccl");
+  }
+  if (!g_at_exit_registered) {
+    std::atexit(destroy_at_exit);
+    g_at_exit_registered = true;
+  }
+  return g_default;
+}
+
+ProcessGroupPtr default_process_group() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_default;
+}
+
+void destroy_process_group() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  destroy_locked();
+}
+
+void abort_process_group(int exit_code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (detail::mpi_is_running()) detail::mpi_abort(exit_code);
+  std::_Exit(exit_code);
+}
+
+}  // namespace kiln::dist
