@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "dist/process_group.h"
 #include "kiln.h"
 #include "nn/safetensors.h"
 #include "tools/command.h"
@@ -168,18 +170,36 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
   check_device(a.device);
   KILN_CHECK(!a.output_dir.empty(), "--output-dir is required");
   KILN_CHECK(!(c.overwrite_output_dir && a.resume), "--overwrite-output-dir and --resume contradict each other");
-  if (c.overwrite_output_dir) clear_previous_run(a.output_dir);
+  // Under mpirun: one process per rank (Note [Data-parallel training] in train/trainer.h).
+  const dist::ProcessGroupPtr group = dist::init_process_group();
+  a.rank = group->rank();
+  a.world_size = group->size();
+  std::ostringstream discard;
+  std::ostream& out = a.rank == 0 ? std::cout : discard;
+  if (a.world_size > 1)
+    out << "data parallel: " << a.world_size << " processes (" << group->backend() << "), " << a.batch_size
+        << " examples per process and step\n";
+  if (c.overwrite_output_dir && a.rank == 0) clear_previous_run(a.output_dir);
+  group->barrier();
   std::unique_ptr<train::TrainTask> task;
   double baseline = std::numeric_limits<double>::quiet_NaN();
-  if (mode == Mode::Pretrain) {
-    auto mlm = std::make_unique<train::MlmTask>(a, std::cout);
-    baseline = mlm->unigram_baseline();
-    task = std::move(mlm);
-  } else {
-    task = std::make_unique<train::ClassificationTask>(a, std::cout);
+  train::TrainResult r;
+  try {
+    if (mode == Mode::Pretrain) {
+      auto mlm = std::make_unique<train::MlmTask>(a, out, /*for_training=*/true, group);
+      baseline = mlm->unigram_baseline();
+      task = std::move(mlm);
+    } else {
+      task = std::make_unique<train::ClassificationTask>(a, out);
+    }
+    r = train::train(a, *task, out, group);
+  } catch (const std::exception& e) {
+    if (a.world_size == 1) throw;
+    // One rank's error ends the whole job now, not at the others' collective timeout.
+    std::cerr << "kiln: error (rank " << a.rank << "): " << e.what() << std::endl;
+    dist::abort_process_group(1);
   }
-  const train::TrainResult r = train::train(a, *task, std::cout);
-  if (r.finished) {
+  if (r.finished && a.rank == 0) {
     std::cout << "final evaluation:";
     for (auto& [k, v] : r.eval) std::cout << " " << k << " " << v;
     std::cout << "\n";

@@ -131,7 +131,7 @@ std::unique_ptr<ClassificationTask::Loader> ClassificationTask::make_loader(
     std::shared_ptr<const data::Dataset<data::LabeledEncoding>> set, bool shuffle, int64_t batch_size) const {
   std::shared_ptr<const data::Sampler> sampler;
   if (shuffle)
-    sampler = std::make_shared<data::RandomSampler>(set->size(), args_.seed);
+    sampler = training_sampler(args_, set->size());
   else
     sampler = std::make_shared<data::SequentialSampler>(set->size());
   const int32_t pad = pad_id_;

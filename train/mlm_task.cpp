@@ -30,7 +30,7 @@ BertConfig demo_config(int64_t vocab_size) {
 // A prepared corpus folder, or a text file prepared into `prepared_dir`.
 std::shared_ptr<const data::Corpus> open_corpus(const std::string& file, const char* flag,
                                                 const data::BertTokenizer& tokenizer, const fs::path& prepared_dir,
-                                                std::ostream& out) {
+                                                std::ostream& out, const dist::ProcessGroupPtr& group) {
   if (fs::is_directory(file)) {
     KILN_CHECK(fs::exists(fs::path(file) / "index.json"), flag, " ", file,
                " is a folder without index.json (prepare it with `kiln prepare`, or give a text file)");
@@ -39,9 +39,12 @@ std::shared_ptr<const data::Corpus> open_corpus(const std::string& file, const c
     return corpus;
   }
   KILN_CHECK(fs::is_regular_file(file), flag, " ", file, " not found");
-  out << "preparing " << file << " into " << prepared_dir.string() << "\n";
-  const data::PrepareStats s = data::prepare_corpus({file}, tokenizer, prepared_dir.string());
-  out << "  " << s.documents << " documents, " << s.sentences << " sentences, " << s.tokens << " tokens\n";
+  if (!group || group->rank() == 0) {
+    out << "preparing " << file << " into " << prepared_dir.string() << "\n";
+    const data::PrepareStats s = data::prepare_corpus({file}, tokenizer, prepared_dir.string());
+    out << "  " << s.documents << " documents, " << s.sentences << " sentences, " << s.tokens << " tokens\n";
+  }
+  if (group) group->barrier();  // the other ranks open what rank 0 wrote
   return data::TokenCorpus::open(prepared_dir.string());
 }
 
@@ -66,7 +69,7 @@ MicroBatch mlm_forward(const nn::BertForMaskedLM& model, const data::Pretraining
   return mb;
 }
 
-MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_training)
+MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_training, dist::ProcessGroupPtr group)
     : args_(args), unigram_baseline_(std::numeric_limits<double>::quiet_NaN()) {
   args.validate();
   manual_seed(args.seed);  // model initialisation and dropout
@@ -97,9 +100,9 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   } else {
     tokenizer = load_tokenizer(args.model, args.vocab, args.cased);
     masking_vocab = data::MaskingVocab::from_tokenizer(*tokenizer);
-    if (for_training) train_corpus = open_corpus(args.train_file, "--train-file", *tokenizer, work / "corpus-train", out);
+    if (for_training) train_corpus = open_corpus(args.train_file, "--train-file", *tokenizer, work / "corpus-train", out, group);
     if (!args.validation_file.empty())
-      valid_corpus = open_corpus(args.validation_file, "--validation-file", *tokenizer, work / "corpus-validation", out);
+      valid_corpus = open_corpus(args.validation_file, "--validation-file", *tokenizer, work / "corpus-validation", out, group);
   }
   tokenizer_files_ = tokenizer_files(*tokenizer);
   pad_id_ = (train_corpus ? train_corpus : valid_corpus)->special_ids().pad;
@@ -153,8 +156,7 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   const int32_t pad = pad_id_;
   train_loader_ = std::make_unique<Loader>(
       training_set,
-      std::make_shared<data::BatchSampler>(std::make_shared<data::RandomSampler>(training_set->size(), args.seed),
-                                           args.batch_size),
+      std::make_shared<data::BatchSampler>(training_sampler(args, training_set->size()), args.batch_size),
       [pad](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, pad); },
       data::DataLoaderOptions{.num_workers = args.workers, .seed = args.seed});
   if (for_training) {

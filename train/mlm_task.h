@@ -34,8 +34,10 @@ namespace kiln::train {
 class MlmTask final : public TrainTask {
  public:
   // for_training = false (kiln evaluate): needs only the model and the
-  // validation data (validation_file).
-  MlmTask(const TrainingArguments& args, std::ostream& out, bool for_training = true);
+  // validation data (validation_file). With a process group of several
+  // ranks, rank 0 prepares text files and the others wait for it.
+  MlmTask(const TrainingArguments& args, std::ostream& out, bool for_training = true,
+          dist::ProcessGroupPtr group = nullptr);
   ~MlmTask() override;
 
   nn::Module& model() override { return *model_; }

@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "autograd/grad_mode.h"
 #include "core/random.h"
+#include "dist/ddp.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/safetensors.h"
 #include "ops/autocast.h"
@@ -183,7 +185,14 @@ nlohmann::json TrainingArguments::to_json() const {
           {"eval_steps", eval_steps},
           {"logging_steps", logging_steps},
           {"device", device},
+          {"world_size", world_size},
           {"amp", amp}};
+}
+
+std::shared_ptr<const data::Sampler> training_sampler(const TrainingArguments& a, size_t dataset_size) {
+  if (a.world_size > 1)
+    return std::make_shared<data::DistributedSampler>(dataset_size, a.rank, a.world_size, /*shuffle=*/true, a.seed);
+  return std::make_shared<data::RandomSampler>(dataset_size, a.seed);
 }
 
 int64_t total_training_steps(const TrainingArguments& a, size_t batches_per_epoch) {
@@ -192,8 +201,16 @@ int64_t total_training_steps(const TrainingArguments& a, size_t batches_per_epoc
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(micro / static_cast<double>(a.grad_accum))));
 }
 
-TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& out) {
+TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& user_out,
+                  dist::ProcessGroupPtr group) {
   args.validate();
+  const bool distributed = group && group->size() > 1;
+  const bool main_process = !group || group->rank() == 0;
+  KILN_CHECK(!distributed || (args.world_size == group->size() && args.rank == group->rank()),
+             "train: TrainingArguments rank/world_size (", args.rank, "/", args.world_size,
+             ") differ from the process group's (", group ? group->rank() : 0, "/", group ? group->size() : 1, ")");
+  std::ostringstream discard;
+  std::ostream& out = main_process ? user_out : discard;  // Note [Data-parallel training]
   KILN_CHECK(!args.output_dir.empty(), "--output-dir is required");
   const size_t per_epoch = task.batches_per_epoch();
   KILN_CHECK(per_epoch > 0, "the training data gives no batch");
@@ -246,8 +263,13 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
                " already holds a training run; pass --resume to continue it or choose another --output-dir");
   }
 
-  MetricLog log(out_dir);
+  if (distributed) group->barrier();  // every rank has checked the output directory before rank 0 writes to it
+  std::optional<MetricLog> log;
+  if (main_process) log.emplace(out_dir);
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  if (distributed) ddp = std::make_unique<dist::DistributedDataParallel>(model, group);
   auto save = [&](int64_t s) {
+    if (!main_process) return;
     CheckpointData data;
     data.model = model.state_dict();
     data.optimizer = prefixed("optimizer.", optimizer->state_dict());
@@ -280,7 +302,7 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
     result.eval = m;
     std::map<std::string, double> logged;
     for (auto& [k, v] : m) logged["eval_" + k] = v;
-    log.log(s, logged);
+    if (log) log->log(s, logged);
     out << "eval step " << s << ":" << format_metrics(m) << "\n";
   };
 
@@ -305,14 +327,20 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
       const double loss = mb->loss.item<double>();
       KILN_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step + 1,
                  " (try a lower --lr or --max-grad-norm)");
-      scaler.scale(args.grad_accum > 1 ? mb->loss * (1.0 / static_cast<double>(args.grad_accum)) : mb->loss)
-          .backward();
+      {
+        // no all-reduce on accumulation micro-steps; the last one syncs
+        dist::DistributedDataParallel::NoSync no_sync =
+            ddp && k + 1 < args.grad_accum ? ddp->no_sync() : dist::DistributedDataParallel::NoSync();
+        scaler.scale(args.grad_accum > 1 ? mb->loss * (1.0 / static_cast<double>(args.grad_accum)) : mb->loss)
+            .backward();
+      }
       window.loss_sum += loss;
       window.micro_batches += 1;
       window.tokens += mb->tokens;
       window.correct += mb->correct;
       window.predicted += mb->predicted;
     }
+    if (ddp) ddp->finish_gradient_sync();
     scaler.unscale_(*optimizer);
     window.grad_norm_sum +=
         args.max_grad_norm > 0 ? optim::clip_grad_norm(params, args.max_grad_norm) : optim::grad_norm(params);
@@ -326,6 +354,19 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
 
     if (step % args.logging_steps == 0 || step == total) {
       const double elapsed = std::max(seconds_now() - window.start_time, 1e-9);
+      if (distributed) {  // sums over all ranks (a collective: every rank logs at the same steps)
+        Tensor sums = tensor(std::vector<double>{window.loss_sum, static_cast<double>(window.micro_batches),
+                                                 static_cast<double>(window.tokens),
+                                                 static_cast<double>(window.correct),
+                                                 static_cast<double>(window.predicted)});
+        group->all_reduce(sums);
+        const std::vector<double> v = sums.to_vector<double>();
+        window.loss_sum = v[0];
+        window.micro_batches = static_cast<int64_t>(v[1]);
+        window.tokens = static_cast<int64_t>(v[2]);
+        window.correct = static_cast<int64_t>(v[3]);
+        window.predicted = static_cast<int64_t>(v[4]);
+      }
       std::map<std::string, double> m{{"loss", window.loss_sum / static_cast<double>(window.micro_batches)},
                                       {"lr", lr},
                                       {"grad_norm", window.grad_norm_sum / static_cast<double>(window.steps)},
@@ -336,7 +377,7 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
       const data::LoaderState ls = task.loader_state();
       m["epoch"] = static_cast<double>(ls.epoch) + static_cast<double>(ls.batches_consumed) / per_epoch;
       result.last_loss = m["loss"];
-      log.log(step, m);
+      if (log) log->log(step, m);
       progress.update(step, m);
       window = LogWindow{};
     }
@@ -354,13 +395,13 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
   result.finished = step >= total;
   if (result.finished && last_eval != step) evaluate(step);
   if (last_saved != step) save(step);
-  if (result.finished) {
+  if (result.finished && main_process) {
     task.config().to_json_file((out_dir / "config.json").string());
     nn::save_safetensors((out_dir / "model.safetensors").string(), model.state_dict());
     for (auto& [name, text] : task.extra_files()) write_text_atomic(out_dir / name, text);
-    const fs::path plot = log.write_plot();
+    const fs::path plot = log->write_plot();
     out << "saved the model to " << out_dir.string() << " and the plot to " << plot.string() << "\n";
-  } else {
+  } else if (!result.finished) {
     out << "stopped after " << steps_here << " steps at step " << step << "/" << total << "; continue with --resume\n";
   }
   return result;

@@ -42,6 +42,8 @@
 
 #include "core/tensor.h"
 #include "data/dataloader.h"
+#include "data/sampler.h"
+#include "dist/process_group.h"
 #include "nn/bert_config.h"
 #include "nn/module.h"
 
@@ -91,6 +93,10 @@ struct TrainingArguments {
   int64_t stop_after_steps = 0;  // > 0: stop this process after that many steps (Note [Exact resume])
   std::string device = "cpu";
   std::string amp = "none";  // none | bf16 | fp16 (autocast; fp16 adds dynamic loss scaling)
+  // Data parallel: this process's rank and the number of processes (set by
+  // the tool from dist::init_process_group(), not flags). Each rank trains on
+  // its shard (data::DistributedSampler) with batch_size examples per step.
+  int64_t rank = 0, world_size = 1;
 
   // Checks ranges and choices; kiln::Error naming the flag (e.g. "--batch-size must be >= 1, got 0").
   void validate() const;
@@ -141,7 +147,21 @@ struct TrainResult {
 // Note [Training step accounting] and [Exact resume]. Writes checkpoints,
 // metrics.jsonl, TensorBoard events, the final model (config.json,
 // model.safetensors and extra files in output_dir) and training.svg.
-TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& out);
+//
+// Note [Data-parallel training]: with a process group of size > 1 (mpirun),
+// the model is wrapped in dist::DistributedDataParallel (rank 0's weights,
+// gradients averaged in buckets during backward, no all-reduce on
+// accumulation micro-steps); every rank runs the same steps on its shard.
+// Rank 0 alone prints, logs and writes checkpoints and the final model; the
+// logged loss, accuracy and tokens/s are over all ranks. Every rank
+// evaluates the whole validation set (same result everywhere) and resumes
+// from the same checkpoint.
+TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& out,
+                  dist::ProcessGroupPtr group = nullptr);
+
+// The training sampler of a task: each rank's shard under data parallel,
+// else a seeded random permutation.
+std::shared_ptr<const data::Sampler> training_sampler(const TrainingArguments& args, size_t dataset_size);
 
 // ceil(epochs * batches_per_epoch / grad_accum), or max_steps when > 0.
 int64_t total_training_steps(const TrainingArguments& args, size_t batches_per_epoch);

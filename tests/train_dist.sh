@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `mpirun -np 2 kiln pretrain`: data-parallel training from the command line.
+# Checks one progress stream (rank 0), checkpoints from rank 0, and exact
+# resume under data parallel (2N steps straight == N steps, stop, --resume).
+#
+#   tests/train_dist.sh KILN_BINARY WORK_DIR MPIRUN [MPIRUN_ARGS...]
+set -uo pipefail
+kiln=$1
+work=$2
+shift 2
+mpirun=("$@" -np 2)
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work" || exit 1
+small=(--synthetic-documents 200 --max-seq-length 32 --batch-size 4 --workers 1 --max-steps 6 --save-steps 3
+  --logging-steps 1 --seed 3)
+
+"${mpirun[@]}" "$kiln" pretrain "${small[@]}" --output-dir straight >straight.log 2>&1 ||
+  { cat straight.log; echo "FAIL: mpirun -np 2 kiln pretrain"; exit 1; }
+grep -q "data parallel: 2 processes" straight.log || { cat straight.log; echo "FAIL: not data parallel"; exit 1; }
+# one progress stream (a terminal bar or plain lines, as mpirun presents stdout), one banner
+n=$(grep -o "6/6 loss" straight.log | wc -l)
+[[ $n -eq 1 ]] || { cat straight.log; echo "FAIL: step 6 reported $n times (want once: rank 0 only)"; exit 1; }
+n=$(grep -c "^pretraining:" straight.log)
+[[ $n -eq 1 ]] || { cat straight.log; echo "FAIL: $n banners (want 1)"; exit 1; }
+for f in model.safetensors metrics.jsonl checkpoint-3 checkpoint-6 training.svg; do
+  [[ -e straight/$f ]] || { echo "FAIL: straight/$f missing"; exit 1; }
+done
+
+"${mpirun[@]}" "$kiln" pretrain "${small[@]}" --stop-after-steps 3 --output-dir resumed >resumed1.log 2>&1 ||
+  { cat resumed1.log; echo "FAIL: first half"; exit 1; }
+"${mpirun[@]}" "$kiln" pretrain "${small[@]}" --resume --output-dir resumed >resumed2.log 2>&1 ||
+  { cat resumed2.log; echo "FAIL: --resume under mpirun"; exit 1; }
+cmp straight/model.safetensors resumed/model.safetensors ||
+  { echo "FAIL: resumed data-parallel weights differ from the straight run"; exit 1; }
+cmp straight/checkpoint-6/optimizer.safetensors resumed/checkpoint-6/optimizer.safetensors ||
+  { echo "FAIL: optimizer state differs"; exit 1; }
+# An error on the ranks ends the job at once (not at a collective timeout).
+t0=$(date +%s)
+if "${mpirun[@]}" "$kiln" pretrain "${small[@]}" --output-dir straight >again.log 2>&1; then
+  echo "FAIL: a second run into the same --output-dir succeeded"; exit 1
+fi
+grep -q "already holds a training run" again.log || { cat again.log; echo "FAIL: no clear message"; exit 1; }
+(( $(date +%s) - t0 < 60 )) || { echo "FAIL: the failing job took $(( $(date +%s) - t0 )) s to end"; exit 1; }
+echo "ok: mpirun -np 2 kiln pretrain, one progress stream, bitwise resume, prompt failure"
