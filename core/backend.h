@@ -107,6 +107,33 @@ class Backend {
   // out[i] = (u_i < p) for float p, written as 0/1 in out's dtype
   virtual void bernoulli(const Tensor& out, double p, PhiloxState st) = 0;
   virtual void randint(const Tensor& out, int64_t lo, int64_t hi, PhiloxState st) = 0;
+
+  // Fused multi-head attention (Note [Fused attention], ops/fused.cpp). Optional:
+  // a backend without it keeps these defaults, and multi_head_attention() runs
+  // the composition of primitives there instead (the CUDA backend does so).
+  // q, k, v (B, T, C) with unit stride in the last dim (any batch and row
+  // strides), C = heads * head_size, float32 or float64; mask (B, T) additive
+  // key bias, contiguous, or undefined; keep (B, heads, T, T) bool dropout keep
+  // mask, contiguous, or undefined (no dropout). Per (b, h):
+  //   probs = softmax(q_h k_h^T * scale + mask_b)  -> probs (B, heads, T, T)
+  //   ctx_h = (probs * keep * keep_scale) v_h      -> ctx (B, T, C) contiguous
+  virtual bool has_fused_attention() const { return false; }
+  // Dropout applied and residual added in one pass (dropout_add, ops/fused.cpp):
+  // out = x * (keep ? scale : 0) + residual; keep bool; residual undefined: no
+  // add. All the same shape, contiguous. The default composes copy and binary.
+  virtual void masked_scale_add(const Tensor& out, const Tensor& x, const Tensor& keep, double scale,
+                                const Tensor& residual);
+  // out(M, N) = a(M, K) @ b(K, N) + bias(N) broadcast over rows (linear_fused,
+  // ops/fused.cpp); a, b 2-D, may be transposed views; out and bias
+  // contiguous, all one floating dtype. The default is matmul, then binary add.
+  virtual void addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
+  virtual void attention(const Tensor& ctx, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale);
+  // dq, dk, dv (B, T, C) with unit stride in the last dim (they may be column
+  // slices of one (B, T, 3C) gradient), overwritten; dctx (B, T, C) contiguous.
+  virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dctx,
+                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                                  const Tensor& keep, int64_t heads, double scale, double keep_scale);
 };
 
 // The backend for a device; kiln::Error "built without CUDA" (or "no CUDA

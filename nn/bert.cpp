@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/fused.h"
+
 namespace kiln::nn {
 
 Tensor activation(const Tensor& x, HiddenAct act) {
@@ -42,7 +44,7 @@ Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) 
              " do not match input ids ", shape_str(ids.sizes()));
   Tensor h = add(add(word_embeddings->forward(ids), position_embeddings->forward(pos)),
                  token_type_embeddings->forward(types));                      // (B, T, C)
-  return drop->forward(norm->forward(h));
+  return dropout_add(norm->forward(h), Tensor(), drop->p, drop->is_training());
 }
 
 BertSelfAttention::BertSelfAttention(const BertConfig& c)
@@ -55,16 +57,13 @@ BertSelfAttention::BertSelfAttention(const BertConfig& c)
 }
 
 Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& mask_bias) const {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  auto split_heads = [&](const Tensor& t) { return t.view({B, T, heads, head_size}).transpose(1, 2); };  // (B, NH, T, HS)
-  Tensor q = split_heads(query->forward(x));
-  Tensor k = split_heads(key->forward(x));
-  Tensor v = split_heads(value->forward(x));
-  Tensor scores = mul(matmul(q, k.transpose(-1, -2)), 1.0 / std::sqrt(static_cast<double>(head_size)));  // (B, NH, T, T)
-  if (mask_bias.defined()) scores = add(scores, mask_bias);
-  Tensor probs = drop->forward(softmax(scores, -1));
-  Tensor ctx = matmul(probs, v);                                            // (B, NH, T, HS)
-  return ctx.transpose(1, 2).reshape({B, T, C});
+  // q, k, v from one (C, 3C) projection (the three weights concatenated per
+  // call: one GEMM, and one (B, T, 3C) gradient that backward feeds straight
+  // into the fused attention's; Note [Fused attention] in ops/fused.cpp).
+  Tensor w = cat({query->weight, key->weight, value->weight}, 0);                 // (3C, C)
+  Tensor b = cat({query->bias, key->bias, value->bias}, 0);                       // (3C)
+  Tensor qkv = linear_fused(x, w, b);                                             // (B, T, 3C)
+  return multi_head_attention_qkv(qkv, heads, mask_bias, drop->p, drop->is_training());  // (B, T, C)
 }
 
 BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& c) {
@@ -74,7 +73,10 @@ BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& c) {
 }
 
 Tensor BertResidualOutput::forward(const Tensor& h, const Tensor& residual) const {
-  return norm->forward(add(drop->forward(dense->forward(h)), residual));
+  // dense with its bias inside the GEMM, then dropout + residual in one pass
+  // (Notes [Bias in the GEMM] and [Dropout and residual], ops/fused.cpp)
+  Tensor y = linear_fused(h, dense->weight, dense->bias);
+  return norm->forward(dropout_add(y, residual, drop->p, drop->is_training()));
 }
 
 BertAttention::BertAttention(const BertConfig& c) {
@@ -98,7 +100,9 @@ BertLayer::BertLayer(const BertConfig& c) {
 
 Tensor BertLayer::forward(const Tensor& x, const Tensor& mask_bias) const {
   Tensor a = attention->forward(x, mask_bias);
-  return output->forward(intermediate->forward(a), a);
+  // intermediate->forward(a), with the bias inside the GEMM (Note [Bias in the GEMM])
+  Tensor mid = activation(linear_fused(a, intermediate->dense->weight, intermediate->dense->bias), intermediate->act);
+  return output->forward(mid, a);
 }
 
 BertEncoder::BertEncoder(const BertConfig& c) {
@@ -157,7 +161,7 @@ BertLMPredictionHead::BertLMPredictionHead(const BertConfig& c, std::shared_ptr<
 }
 
 Tensor BertLMPredictionHead::forward(const Tensor& h) const {
-  return linear(transform->forward(h), decoder->weight, bias);
+  return linear_fused(transform->forward(h), decoder->weight, bias);  // Note [Bias in the GEMM]
 }
 
 BertPreTrainingHeads::BertPreTrainingHeads(const BertConfig& c, std::shared_ptr<Embedding> tied, bool next_sentence) {

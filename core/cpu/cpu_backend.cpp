@@ -51,11 +51,58 @@ class CpuBackend final : public Backend {
   void normal(const Tensor& o, double m, double s, PhiloxState st) override { cpu::normal(o, m, s, st); }
   void bernoulli(const Tensor& o, double p, PhiloxState st) override { cpu::bernoulli(o, p, st); }
   void randint(const Tensor& o, int64_t lo, int64_t hi, PhiloxState st) override { cpu::randint(o, lo, hi, st); }
+  bool has_fused_attention() const override { return true; }
+  void addmm(const Tensor& o, const Tensor& a, const Tensor& b, const Tensor& bias) override {
+    if (o.dtype() == DType::Float32) cpu::addmm(o, a, b, bias);
+    else Backend::addmm(o, a, b, bias);
+  }
+  void masked_scale_add(const Tensor& o, const Tensor& x, const Tensor& keep, double scale,
+                        const Tensor& residual) override {
+    cpu::masked_scale_add(o, x, keep, scale, residual);
+  }
+  void attention(const Tensor& ctx, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale) override {
+    cpu::attention(ctx, probs, q, k, v, mask, keep, heads, scale, keep_scale);
+  }
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dctx, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& probs, const Tensor& keep, int64_t heads,
+                          double scale, double keep_scale) override {
+    cpu::attention_backward(dq, dk, dv, dctx, q, k, v, probs, keep, heads, scale, keep_scale);
+  }
 };
 
 Backend* (*g_cuda_factory)(int) = nullptr;
 
 }  // namespace
+
+void Backend::attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&, int64_t, double, double) {
+  fail("attention: this device has no fused attention kernel (multi_head_attention composes primitives there)");
+}
+
+void Backend::attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                 const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, double, double) {
+  fail("attention_backward: this device has no fused attention kernel");
+}
+
+void Backend::masked_scale_add(const Tensor& out, const Tensor& x, const Tensor& keep, double scale,
+                               const Tensor& residual) {
+  Tensor factor = empty_tensor(x.sizes(), x.dtype(), x.device());  // keep * scale, as dropout() forms it
+  copy(factor, keep);
+  Tensor s = empty_tensor({}, x.dtype(), x.device());
+  fill(s, scale);
+  binary(BinaryOp::Mul, factor, factor, make_tensor(s.storage(), x.sizes(), Shape(x.sizes().size(), 0), s.offset(), x.dtype()));
+  binary(BinaryOp::Mul, out, x, factor);
+  if (residual.defined()) binary(BinaryOp::Add, out, out, residual);
+}
+
+void Backend::addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  auto as3 = [](const Tensor& t) {
+    return make_tensor(t.storage(), {1, t.size(0), t.size(1)}, {0, t.stride(0), t.stride(1)}, t.offset(), t.dtype());
+  };
+  matmul(as3(out), as3(a), as3(b));
+  binary(BinaryOp::Add, out, out, make_tensor(bias.storage(), out.sizes(), {0, bias.stride(0)}, bias.offset(), bias.dtype()));
+}
 
 bool is_comparison(BinaryOp op) {
   return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||

@@ -19,11 +19,27 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Shape& dims)
 
 // gemm.cpp
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
-// C(M,N) = A(M,K) @ B(K,N), float32, row-major with leading dims; the one place
-// that decides how float32 GEMM runs (OpenBLAS, chosen by bench/).
+// C(M,N) = A(M,K) @ B(K,N) (C += ... when accumulate), float32, row-major with
+// leading dims; the one place that decides how float32 GEMM runs (OpenBLAS,
+// chosen by bench/; Note [GEMM threading]).
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float* C, int64_t ldc);
+           const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate = false);
+// out(M, N) = a(M, K) @ b(K, N) + bias(N), float32; out and bias contiguous.
+void addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
+// The same for float64 (single-threaded BLAS; callers parallelise).
+void dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+           const double* B, int64_t ldb, double* C, int64_t ldc);
 void set_blas_threads(int n);
+
+// random.cpp (beside bernoulli, which draws the keep masks it applies)
+void masked_scale_add(const Tensor& out, const Tensor& x, const Tensor& keep, double scale, const Tensor& residual);
+
+// attention.cpp
+void attention(const Tensor& ctx, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+               const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale);
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dctx, const Tensor& q,
+                        const Tensor& k, const Tensor& v, const Tensor& probs, const Tensor& keep, int64_t heads,
+                        double scale, double keep_scale);
 
 // nn_kernels.cpp
 void softmax(const Tensor& out, const Tensor& in, bool log);

@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <Eigen/Core>
+#include <vector>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/parallel.h"
@@ -50,6 +51,15 @@ Tensor as_blas_operand(const Tensor& t, DType dtype, MatView& v) {
   return c;
 }
 
+// Note [GEMM threading] (below): OpenBLAS itself always runs single-threaded.
+void blas_single_threaded() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
 template <typename T>
 void blas_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t Bt = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
@@ -57,18 +67,23 @@ void blas_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
   Tensor ta = as_blas_operand(a, dtype_of<T>(), va);
   Tensor tb = as_blas_operand(b, dtype_of<T>(), vb);
   T* c = out.data_ptr<T>();
-  for (int64_t i = 0; i < Bt; ++i) {
-    const T* A = reinterpret_cast<const T*>(va.base + i * va.batch_stride);
-    const T* B = reinterpret_cast<const T*>(vb.base + i * vb.batch_stride);
-    T* C = c + i * M * N;
-    if constexpr (std::is_same_v<T, float>) {
-      sgemm(va.trans, vb.trans, M, N, K, A, va.ld, B, vb.ld, C, N);
-    } else {
-      cblas_dgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans,
-                  static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, A,
-                  static_cast<int>(va.ld), B, static_cast<int>(vb.ld), 0.0, C, static_cast<int>(N));
+  blas_single_threaded();
+  // Batch entries are independent products: run them side by side (each one
+  // single-threaded inside, Note [GEMM threading]).
+  parallel_for(Bt, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) {
+      const T* A = reinterpret_cast<const T*>(va.base + i * va.batch_stride);
+      const T* B = reinterpret_cast<const T*>(vb.base + i * vb.batch_stride);
+      T* C = c + i * M * N;
+      if constexpr (std::is_same_v<T, float>) {
+        sgemm(va.trans, vb.trans, M, N, K, A, va.ld, B, vb.ld, C, N);
+      } else {
+        cblas_dgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans,
+                    static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, A,
+                    static_cast<int>(va.ld), B, static_cast<int>(vb.ld), 0.0, C, static_cast<int>(N));
+      }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -91,19 +106,133 @@ void eigen_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+// Note [GEMM threading]: OpenBLAS runs single-threaded, and kiln splits a
+// large product into blocks that its own pool runs. OpenBLAS's threads spin
+// (sched_yield) for a long while after every call, which starves kiln's
+// elementwise kernels on small machines, and its pool cannot run the many
+// small per-head products of attention side by side. The split:
+//  - K much longer than M and N (a weight gradient over many rows, the MLM
+//    decoder's input gradient): blocks of K, each a full BLAS call into its
+//    own (M, N) partial, then the partials added in block order;
+//  - otherwise blocks of rows of A and C, or of columns of B and C, whichever
+//    side is longer; blocks are at least kMinGemmBlock long, since each block
+//    packs the other operand again.
+// Blocks depend only on (M, N, K) (Note [Deterministic chunking]), so every
+// output element is computed the same way whatever the thread count.
+namespace {
+
+constexpr double kParallelGemmFlops = 1 << 21;  // below this one call is cheaper than a split
+constexpr int64_t kMinGemmBlock = 256;           // rows, columns or depth per block at least
+constexpr int64_t kGemmBlocks = 8;               // blocks per product at most
+
+void sgemm_call(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float* C, int64_t ldc, float beta) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda),
+              B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+}
+
+// Block length for splitting `n`: at least kMinGemmBlock, a multiple of 16,
+// at most kGemmBlocks blocks.
+int64_t gemm_block(int64_t n) {
+  const int64_t per = (n + kGemmBlocks - 1) / kGemmBlocks;
+  return std::max<int64_t>(kMinGemmBlock, (per + 15) / 16 * 16);
+}
+
+}  // namespace
+
 void set_blas_threads(int n) { openblas_set_num_threads(n); }
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float* C, int64_t ldc) {
+           const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  const float beta = accumulate ? 1.0f : 0.0f;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0.f;
+    return;
+  }
+  blas_single_threaded();
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  if (flops < kParallelGemmFlops) {
+    sgemm_call(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, beta);
+    return;
+  }
+  if (K >= 4 * std::max(M, N) && K >= 2 * kMinGemmBlock) {  // blocks of K into partials
+    const int64_t bk = gemm_block(K), blocks = num_chunks(K, bk), MN = M * N;
+    std::vector<float> part(static_cast<size_t>(blocks * MN));
+    parallel_for(blocks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t k0 = c * bk, kn = std::min(K, k0 + bk) - k0;
+        const float* Ab = trans_a ? A + k0 * lda : A + k0;
+        const float* Bb = trans_b ? B + k0 : B + k0 * ldb;
+        sgemm_call(trans_a, trans_b, M, N, kn, Ab, lda, Bb, ldb, part.data() + c * MN, N, 0.0f);
+      }
+    });
+    parallel_for(M, std::max<int64_t>(1, 16384 / N), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* out = C + r * ldc;
+        const float* p0 = part.data() + r * N;
+        if (accumulate)
+          for (int64_t j = 0; j < N; ++j) out[j] += p0[j];
+        else
+          for (int64_t j = 0; j < N; ++j) out[j] = p0[j];
+        for (int64_t c = 1; c < blocks; ++c) {
+          const float* pc = part.data() + c * MN + r * N;
+          for (int64_t j = 0; j < N; ++j) out[j] += pc[j];
+        }
+      }
+    });
+    return;
+  }
+  if (std::max(M, N) < 2 * kMinGemmBlock) {
+    sgemm_call(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, beta);
+    return;
+  }
+  if (M >= N) {  // blocks of rows of A and C
+    parallel_for(M, gemm_block(M), [&](int64_t r0, int64_t r1) {
+      const float* Ab = trans_a ? A + r0 : A + r0 * lda;
+      sgemm_call(trans_a, trans_b, r1 - r0, N, K, Ab, lda, B, ldb, C + r0 * ldc, ldc, beta);
+    });
+  } else {  // blocks of columns of B and C
+    parallel_for(N, gemm_block(N), [&](int64_t c0, int64_t c1) {
+      const float* Bb = trans_b ? B + c0 * ldb : B + c0;
+      sgemm_call(trans_a, trans_b, M, c1 - c0, K, A, lda, Bb, ldb, C + c0, ldc, beta);
+    });
+  }
+}
+
+void dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+           const double* B, int64_t ldb, double* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0.f;
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0.0;
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda),
-              B, static_cast<int>(ldb), 0.0f, C, static_cast<int>(ldc));
+  blas_single_threaded();
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, A, static_cast<int>(lda), B,
+              static_cast<int>(ldb), 0.0, C, static_cast<int>(ldc));
+}
+
+void addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  const int64_t M = out.size(0), N = out.size(1), K = a.size(1);
+  auto as3 = [](const Tensor& t) {  // (R, C) as a batch of one
+    return make_tensor(t.storage(), {1, t.size(0), t.size(1)}, {0, t.stride(0), t.stride(1)}, t.offset(), t.dtype());
+  };
+  MatView va{}, vb{};
+  Tensor ta = as_blas_operand(as3(a), DType::Float32, va);
+  Tensor tb = as_blas_operand(as3(b), DType::Float32, vb);
+  float* c = out.data_ptr<float>();
+  const float* bi = bias.data_ptr<float>();
+  parallel_for(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = 0; j < N; ++j) c[r * N + j] = bi[j];
+  });
+  sgemm(va.trans, vb.trans, M, N, K, reinterpret_cast<const float*>(va.base), va.ld,
+        reinterpret_cast<const float*>(vb.base), vb.ld, c, N, /*accumulate=*/true);
 }
 
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {

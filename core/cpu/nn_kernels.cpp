@@ -151,6 +151,60 @@ void layer_norm_backward_rows(T* dx, T* dw, T* db, const T* dy, const T* x, cons
   }
 }
 
+// Row statistics with 8 independent lanes (the compiler vectorises them; a
+// single accumulator is a serial dependency it may not reorder). Fixed lane
+// order, so the result depends only on the row.
+template <typename A, typename T>
+void row_max_sum(const T* x, int64_t C, A& mx_out, A& sum_out) {
+  A mx[8], sm[8] = {};
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, float>) {  // the same lanes as vectors (Note [Eight-lane exp])
+    f32x8 vm = splat8(-std::numeric_limits<float>::infinity()), vs = splat8(0.0f);
+    for (; c + 8 <= C; c += 8) {
+      const f32x8 v = load8(x + c);
+      vm = v > vm ? v : vm;
+      vs += v;
+    }
+    store8(mx, vm);
+    store8(sm, vs);
+  } else {
+    for (int l = 0; l < 8; ++l) mx[l] = -std::numeric_limits<A>::infinity();
+    for (; c + 8 <= C; c += 8)
+      for (int l = 0; l < 8; ++l) {
+        const A v = static_cast<A>(x[c + l]);
+        mx[l] = v > mx[l] ? v : mx[l];
+        sm[l] += v;
+      }
+  }
+  A m = -std::numeric_limits<A>::infinity(), s = 0;
+  for (; c < C; ++c) {
+    const A v = static_cast<A>(x[c]);
+    m = v > m ? v : m;
+    s += v;
+  }
+  for (int l = 0; l < 8; ++l) m = mx[l] > m ? mx[l] : m;
+  mx_out = m;
+  sum_out = ((sm[0] + sm[1]) + (sm[2] + sm[3])) + ((sm[4] + sm[5]) + (sm[6] + sm[7])) + s;
+}
+
+template <typename A, typename T>
+A row_sum_exp(const T* x, int64_t C, A shift) {
+  A sm[8] = {};
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    f32x8 acc = splat8(0.0f);
+    const f32x8 sh = splat8(shift);
+    for (; c + 8 <= C; c += 8) acc += exp_f32x8(load8(x + c) - sh);
+    store8(sm, acc);
+  } else {
+    for (; c + 8 <= C; c += 8)
+      for (int l = 0; l < 8; ++l) sm[l] += vexp(static_cast<A>(x[c + l]) - shift);
+  }
+  A s = 0;
+  for (; c < C; ++c) s += vexp(static_cast<A>(x[c]) - shift);
+  return ((sm[0] + sm[1]) + (sm[2] + sm[3])) + ((sm[4] + sm[5]) + (sm[6] + sm[7])) + s;
+}
+
 template <typename T>
 void cross_entropy_rows(T* loss, T* lse_out, const T* logits, const int64_t* target, int64_t N, int64_t C,
                         int64_t ignore, double smoothing) {
@@ -159,14 +213,9 @@ void cross_entropy_rows(T* loss, T* lse_out, const T* logits, const int64_t* tar
   parallel_for(N, row_grain(C), [&](int64_t b, int64_t e) {
     for (int64_t n = b; n < e; ++n) {
       const T* x = logits + n * C;
-      A mx = -std::numeric_limits<A>::infinity(), sum_x = 0;
-      for (int64_t c = 0; c < C; ++c) {
-        mx = std::max(mx, static_cast<A>(x[c]));
-        sum_x += static_cast<A>(x[c]);
-      }
-      A s = 0;
-      for (int64_t c = 0; c < C; ++c) s += vexp(static_cast<A>(x[c]) - mx);
-      const A lse = mx + std::log(s);
+      A mx, sum_x;
+      row_max_sum(x, C, mx, sum_x);
+      const A lse = mx + std::log(row_sum_exp(x, C, mx));
       lse_out[n] = static_cast<T>(lse);
       if (target[n] == ignore) {
         loss[n] = T(0);
@@ -193,10 +242,16 @@ void cross_entropy_backward_rows(T* dlogits, const T* dloss, const T* logits, co
       }
       const A g = static_cast<A>(dloss[n]), l = static_cast<A>(lse[n]);
       const A off = eps / static_cast<A>(C);
-      for (int64_t c = 0; c < C; ++c) {
-        const A p = vexp(static_cast<A>(logits[n * C + c]) - l);
-        d[c] = static_cast<T>(g * (p - off - (c == target[n] ? A(1) - eps : A(0))));
+      const T* x = logits + n * C;
+      // branch-free over the row (vectorised), then the target's one-hot term
+      int64_t c = 0;
+      if constexpr (std::is_same_v<T, float>) {
+        const f32x8 gv = splat8(g), lv = splat8(l), ov = splat8(off);
+        for (; c + 8 <= C; c += 8) store8(d + c, gv * (exp_f32x8(load8(x + c) - lv) - ov));
       }
+      for (; c < C; ++c) d[c] = static_cast<T>(g * (vexp(static_cast<A>(x[c]) - l) - off));
+      const int64_t t = target[n];
+      d[t] = static_cast<T>(g * (vexp(static_cast<A>(x[t]) - l) - off - (A(1) - eps)));
     }
   });
 }

@@ -1,5 +1,10 @@
 // CPU random fills from Philox (Note [Random numbers]): element i of a call
 // uses the block at counter (i, offset), so values never depend on threads.
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
 #include <cmath>
 
 #include "core/cpu/cpu_kernels.h"
@@ -43,10 +48,116 @@ void normal(const Tensor& out, double mean, double std, PhiloxState st) {
   });
 }
 
+namespace {
+
+// Philox-4x32-10 for the counters (i0 + l, offset), l < 8: the same
+// arithmetic as philox4x32 (core/random.h), eight blocks at a time. Writes
+// words 0 and 1 of each block (all bernoulli needs).
+#if defined(__AVX2__)
+// 32x32 -> 64-bit products of the 8 lanes of a with m: low and high halves.
+inline void mul_hi_lo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
+  const __m256i even = _mm256_mul_epu32(a, m);                         // lanes 0, 2, 4, 6 as 64-bit
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);  // lanes 1, 3, 5, 7
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+void philox8_words01(PhiloxState st, uint64_t i0, uint32_t* w0, uint32_t* w1) {
+  alignas(32) uint32_t lo_i[8], hi_i[8];
+  for (int l = 0; l < 8; ++l) {
+    const uint64_t i = i0 + static_cast<uint64_t>(l);
+    lo_i[l] = static_cast<uint32_t>(i);
+    hi_i[l] = static_cast<uint32_t>(i >> 32);
+  }
+  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo_i));
+  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi_i));
+  __m256i c2 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(st.offset)));
+  __m256i c3 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(st.offset >> 32)));
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  uint32_t k0 = static_cast<uint32_t>(st.seed), k1 = static_cast<uint32_t>(st.seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    __m256i hi0, lo0, hi1, lo1;
+    mul_hi_lo(c0, m0, hi0, lo0);
+    mul_hi_lo(c2, m1, hi1, lo1);
+    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
+    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
+    c1 = lo1;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w0), c0);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w1), c1);
+}
+#else
+void philox8_words01(PhiloxState st, uint64_t i0, uint32_t* w0, uint32_t* w1) {
+  for (int l = 0; l < 8; ++l) {
+    const auto w = philox_words(st, i0 + static_cast<uint64_t>(l));
+    w0[l] = w[0];
+    w1[l] = w[1];
+  }
+}
+#endif
+
+template <typename T>
+void bernoulli_fill(T* o, int64_t n, double p, PhiloxState st) {
+  // philox_uniform(a, b) < p  <=>  bits < ceil(p * 2^53) for the 53-bit integer
+  // bits (p * 2^53 is exact), so the comparison is done on integers.
+  const double scaled = std::ceil(std::min(std::max(p, 0.0), 1.0) * 9007199254740992.0);
+  const uint64_t threshold = static_cast<uint64_t>(scaled);
+  constexpr uint64_t kMask53 = (1ull << 53) - 1;
+  auto value = [&](uint32_t a, uint32_t b) {
+    const uint64_t bits = ((static_cast<uint64_t>(a) << 21) ^ (static_cast<uint64_t>(b) >> 11)) & kMask53;
+    return bits < threshold;
+  };
+  parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+    uint32_t w0[8], w1[8];
+    int64_t i = b;
+    for (; i + 8 <= e; i += 8) {
+      philox8_words01(st, static_cast<uint64_t>(i), w0, w1);
+      for (int l = 0; l < 8; ++l) {
+        if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) o[i + l] = T(value(w0[l], w1[l]) ? 1.f : 0.f);
+        else o[i + l] = value(w0[l], w1[l]) ? T(1) : T(0);
+      }
+    }
+    for (; i < e; ++i) {
+      const auto w = philox_words(st, static_cast<uint64_t>(i));
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) o[i] = T(value(w[0], w[1]) ? 1.f : 0.f);
+      else o[i] = value(w[0], w[1]) ? T(1) : T(0);
+    }
+  });
+}
+
+}  // namespace
+
 void bernoulli(const Tensor& out, double p, PhiloxState st) {
-  fill_random(out, "bernoulli", [&](uint64_t i) {
-    const auto w = philox_words(st, i);
-    return philox_uniform(w[0], w[1]) < p ? 1.0 : 0.0;
+  dispatch_all(out.dtype(), "bernoulli", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    bernoulli_fill<T>(out.data_ptr<T>(), out.numel(), p, st);
+  });
+}
+
+void masked_scale_add(const Tensor& out, const Tensor& x, const Tensor& keep, double scale, const Tensor& residual) {
+  dispatch_floating(x.dtype(), "masked_scale_add", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = compute_t<T>;
+    const T* xp = x.data_ptr<T>();
+    const bool* kp = keep.data_ptr<bool>();
+    const T* rp = residual.defined() ? residual.data_ptr<T>() : nullptr;
+    T* o = out.data_ptr<T>();
+    // the factor rounded to T first, as dropout() multiplies by keep * scale in T
+    const A s = static_cast<A>(static_cast<T>(scale));
+    parallel_for(x.numel(), 32768, [&](int64_t b, int64_t e) {
+      if (rp) {
+        for (int64_t i = b; i < e; ++i) {
+          const T dropped = static_cast<T>(static_cast<A>(xp[i]) * (kp[i] ? s : A(0)));
+          o[i] = static_cast<T>(static_cast<A>(dropped) + static_cast<A>(rp[i]));
+        }
+      } else {
+        for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(static_cast<A>(xp[i]) * (kp[i] ? s : A(0)));
+      }
+    });
   });
 }
 
