@@ -37,6 +37,24 @@ void adamw_update(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wei
   });
 }
 
+// The generic path (Note [Fused and generic updates]): adamw_update's
+// statements as tensor ops. The ops round each double scalar to the
+// parameter's dtype, as the fused loop does.
+void adamw_update_generic(Tensor p, const Tensor& g, Tensor m, Tensor v, double lr, double weight_decay,
+                          double beta1, double beta2, double eps, int64_t step) {
+  const double t = static_cast<double>(step);
+  const double decay = 1.0 - lr * weight_decay;
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2, t));
+  const double neg_step_size = -(lr / (1.0 - std::pow(beta1, t)));
+  if (decay != 1.0) p.mul_(decay);  // p * decay (a decay that rounds to 1 leaves p as it is either way)
+  m.mul_(beta1);                    // m * b1
+  m.add_(g, 1.0 - beta1);           // + g * c1
+  v.mul_(beta2);                    // v * b2
+  v.add_(mul(mul(g, 1.0 - beta2), g));  // + (g * c2) * g
+  const Tensor denom = add(div(sqrt(v), bc2_sqrt), eps);  // sqrt(v) / bc2_sqrt + eps
+  p.add_(div(mul(m, neg_step_size), denom));              // p + (m * neg_step_size) / denom
+}
+
 }  // namespace
 
 void check_adam_options(const std::string& opt, const ParamGroup& group) {
@@ -60,8 +78,13 @@ void AdamW::validate(const ParamGroup& group) const { check_adam_options("AdamW"
 
 void AdamW::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
   if (state.buffers.empty()) {
-    state.buffers.push_back(zeros(param.sizes(), param.dtype()));
-    state.buffers.push_back(zeros(param.sizes(), param.dtype()));
+    state.buffers.push_back(zeros(param.sizes(), TensorOptions(param.dtype(), param.device())));
+    state.buffers.push_back(zeros(param.sizes(), TensorOptions(param.dtype(), param.device())));
+  }
+  if (!detail::use_fused_update(param)) {
+    adamw_update_generic(param, grad, state.buffers[0], state.buffers[1], *group.lr, *group.weight_decay,
+                         group.option("beta1"), group.option("beta2"), group.option("eps"), state.step);
+    return;
   }
   detail::dispatch_float(param.dtype(), "AdamW", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ops/ops.h"
+#include "optim/optimizer.h"
 #include "optim/update_loop.h"
 
 namespace kiln::optim {
@@ -17,8 +18,6 @@ std::vector<Tensor> gradients(const std::vector<Tensor>& params, const char* fn)
     if (!g.defined()) continue;
     KILN_CHECK(g.dtype() == DType::Float32 || g.dtype() == DType::Float64, fn, ": the gradient of parameter ", i,
                " is ", dtype_name(g.dtype()), "; expected float32 or float64");
-    KILN_CHECK(g.device().is_cpu(), fn, ": the gradient of parameter ", i, " is on ", g.device().str(),
-               "; only CPU gradients are supported");
     grads.push_back(g);
   }
   return grads;
@@ -61,7 +60,42 @@ double gradient_partial(const Tensor& grad, double norm_type) {
   });
 }
 
+// The generic path (Note [Fused and generic updates] in optim/optimizer.h):
+// the same float64 accumulation with tensor ops on each gradient's device;
+// within a gradient the sum runs in the device's reduction order, across
+// gradients in list order as above. One read back to the host at the end.
+double total_norm_generic(const std::vector<Tensor>& grads, double norm_type) {
+  NoGradGuard no_grad;
+  const bool inf = std::isinf(norm_type);
+  std::vector<Tensor> parts;  // float64 0-dim, moved to the first gradient's device
+  for (const Tensor& g : grads) {
+    if (g.numel() == 0) continue;  // adds 0 (max: 0, the starting value)
+    const Tensor x = to_dtype(g, DType::Float64);
+    Tensor part;
+    if (inf) part = amax(abs(x));  // propagates NaN
+    else if (norm_type == 2.0) part = sum(mul(x, x));
+    else part = sum(pow(abs(x), norm_type));
+    if (!parts.empty() && part.device() != parts.front().device()) part = to_device(part, parts.front().device());
+    parts.push_back(part);
+  }
+  if (parts.empty()) return 0.0;
+  double acc;
+  if (inf) {
+    acc = amax(stack(parts)).item<double>();  // every part >= 0 (or NaN, which amax keeps)
+  } else {
+    Tensor t = parts.front();
+    for (size_t i = 1; i < parts.size(); ++i) t = add(t, parts[i]);
+    acc = t.item<double>();
+  }
+  if (inf) return acc;
+  return norm_type == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / norm_type);
+}
+
+// Fused CPU loops when every gradient is a CPU tensor (and the generic path
+// is not forced), else the generic path for all of them.
 double total_norm(const std::vector<Tensor>& grads, double norm_type) {
+  for (const Tensor& g : grads)
+    if (!detail::use_fused_update(g)) return total_norm_generic(grads, norm_type);
   double acc = 0.0;
   for (const Tensor& g : grads) {
     const double part = gradient_partial(g, norm_type);
@@ -97,7 +131,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
       using T = typename decltype(tag)::type;
       const T c = static_cast<T>(coef);
       if (c == T(1)) return;
-      if (!grad.is_contiguous()) {
+      if (!grad.is_contiguous() || !detail::use_fused_update(grad)) {  // the generic path: same products
         Tensor(grad).mul_(static_cast<double>(c));
         return;
       }

@@ -17,7 +17,9 @@ namespace kiln::optim {
 // makes every gradient nan, an infinite one scales by 0. With
 // error_if_nonfinite, a nan or infinite total is a kiln::Error instead (and no
 // gradient changes). Returns the total norm.
-// Gradients must be float32 or float64 CPU tensors; max_norm must be >= 0.
+// Gradients must be float32 or float64, on any device (CPU gradients take
+// fused loops, others tensor ops: Note [Fused and generic updates] in
+// optim/optimizer.h); max_norm must be >= 0.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                       bool error_if_nonfinite = false);
 

@@ -11,6 +11,7 @@
 #include "core/parallel.h"
 #include "ops/autocast.h"
 #include "ops/ops.h"
+#include "optim/update_loop.h"
 
 namespace kiln::optim {
 namespace {
@@ -47,12 +48,11 @@ bool finite_cpu(const Tensor& g) {
   }
 }
 
-// Any device: x * 0 is 0 for finite x and NaN for inf or NaN, and a sum with
-// a NaN in it is NaN.
-bool finite_any_device(const Tensor& g) {
-  if (!is_floating(g.dtype())) return true;
-  return !std::isnan(sum(mul(g, 0.0)).item<double>());
-}
+// Any device (the generic path, Note [Fused and generic updates] in
+// optim/optimizer.h): x * 0 is 0 for finite x and NaN for inf or NaN, and a
+// sum with a NaN in it is NaN. A float32 0-dim probe per floating gradient,
+// added up on one device, so all_finite reads back one value in all.
+Tensor nonfinite_probe(const Tensor& g) { return to_dtype(sum(mul(g, 0.0)), DType::Float32); }
 
 // Every parameter gradient of opt that is defined.
 std::vector<Tensor> grads_of(const Optimizer& opt) {
@@ -71,10 +71,19 @@ bool all_finite(const std::vector<Tensor>& grads) {
   NoGradGuard no_grad;
   AutocastGuard no_autocast(DType::BFloat16, false);
   bool ok = true;
+  Tensor probe;  // sum of the generic-path probes: NaN when some value is inf or NaN
   for (const Tensor& g : grads) {
     if (!g.defined() || g.numel() == 0) continue;
-    ok = (g.device().is_cpu() ? finite_cpu(g) : finite_any_device(g)) && ok;
+    if (detail::use_fused_update(g)) {
+      ok = finite_cpu(g) && ok;
+      continue;
+    }
+    if (!is_floating(g.dtype())) continue;  // integers and bools are always finite
+    Tensor part = nonfinite_probe(g);
+    if (probe.defined() && part.device() != probe.device()) part = to_device(part, probe.device());
+    probe = probe.defined() ? add(probe, part) : part;
   }
+  if (probe.defined()) ok = !std::isnan(probe.item<double>()) && ok;
   return ok;
 }
 

@@ -59,7 +59,9 @@ struct GradScalerOptions {
 
 // True when every value of every defined gradient is finite (no inf, no NaN).
 // The result is a yes/no, so it does not depend on thread count or order.
-// Any floating dtype and device; undefined tensors are skipped.
+// Any floating dtype and device; undefined tensors are skipped. CPU tensors
+// are checked bit by bit on the raw data; others with tensor ops and a single
+// read back (Note [Fused and generic updates] in optim/optimizer.h).
 bool all_finite(const std::vector<Tensor>& grads);
 
 class GradScaler {

@@ -66,6 +66,30 @@ void lamb_update(T* p, const T* g, T* m, T* v, int64_t n, double lr, const LambS
   });
 }
 
+// The generic path (Note [Fused and generic updates]): lamb_update with
+// tensor ops, the scalars in double (the ops round them to p's dtype as the
+// fused loop's LambScalars do). The squared norms are float64 sums in the
+// device's reduction order, and the trust ratio is computed on the device, so
+// nothing is read back to the host.
+void lamb_update_generic(Tensor p, const Tensor& g, Tensor m, Tensor v, double lr, double beta1, double beta2,
+                         double bc1, double bc2, double eps, double weight_decay) {
+  m.mul_(beta1);                        // m * b1
+  m.add_(g, 1.0 - beta1);               // + g * c1
+  v.mul_(beta2);                        // v * b2
+  v.add_(mul(mul(g, 1.0 - beta2), g));  // + (g * c2) * g
+  // u = (m / bc1) / (sqrt(v / bc2) + eps) + wd * p
+  const Tensor u = add(div(div(m, bc1), add(sqrt(div(v, bc2)), eps)), mul(p, weight_decay));
+  auto norm = [](const Tensor& x) {
+    const Tensor x64 = to_dtype(x, DType::Float64);
+    return sqrt(sum(mul(x64, x64)));
+  };
+  const Tensor p_norm = norm(p), u_norm = norm(u);  // float64, 0-dim
+  // ratio = p_norm / u_norm, or 1 when either norm is 0 (or NaN)
+  const Tensor ratio = where(gt(p_norm, 0.0), where(gt(u_norm, 0.0), div(p_norm, u_norm), 1.0), 1.0);
+  const Tensor scale = to_dtype(mul(ratio, -lr), p.dtype());  // -(lr * ratio), rounded to p's dtype
+  p.add_(mul(u, scale));                                       // p + scale * u
+}
+
 }  // namespace
 
 LAMB::LAMB(std::vector<Tensor> params, const LAMBOptions& options)
@@ -86,14 +110,19 @@ void LAMB::validate(const ParamGroup& group) const {
 
 void LAMB::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
   if (state.buffers.empty()) {
-    state.buffers.push_back(zeros(param.sizes(), param.dtype()));
-    state.buffers.push_back(zeros(param.sizes(), param.dtype()));
+    state.buffers.push_back(zeros(param.sizes(), TensorOptions(param.dtype(), param.device())));
+    state.buffers.push_back(zeros(param.sizes(), TensorOptions(param.dtype(), param.device())));
   }
   const double beta1 = group.option("beta1"), beta2 = group.option("beta2");
   const double t = static_cast<double>(state.step);
   const bool bias_correction = group.option("bias_correction") != 0.0;
   const double bc1 = bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
   const double bc2 = bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
+  if (!detail::use_fused_update(param)) {
+    lamb_update_generic(param, grad, state.buffers[0], state.buffers[1], *group.lr, beta1, beta2, bc1, bc2,
+                        group.option("eps"), *group.weight_decay);
+    return;
+  }
   detail::dispatch_float(param.dtype(), "LAMB", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const LambScalars<T> s{static_cast<T>(beta1),     static_cast<T>(1.0 - beta1),

@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <atomic>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -22,10 +23,13 @@ Tensor float64_scalar(double v) {
   return t;
 }
 
-// A contiguous CPU copy with the same bytes (the optimizer owns its state).
-Tensor owned_copy(const Tensor& src) {
+std::atomic<bool> g_force_generic{false};
+
+// A contiguous copy on `device` with the same bytes (the optimizer owns its
+// state; state_dict() hands out CPU copies).
+Tensor owned_copy(const Tensor& src, Device device) {
   NoGradGuard no_grad;
-  Tensor dst = empty_tensor(src.sizes(), src.dtype(), kCPU);
+  Tensor dst = empty_tensor(src.sizes(), src.dtype(), device);
   dst.copy_(src);
   return dst;
 }
@@ -50,6 +54,9 @@ void check_lr_and_decay(const std::string& opt, double lr, double weight_decay, 
 
 }  // namespace
 
+void set_force_generic_update(bool on) { g_force_generic.store(on); }
+bool force_generic_update() { return g_force_generic.load(); }
+
 double ParamGroup::option(const std::string& name) const {
   const auto it = options.find(name);
   KILN_CHECK(it != options.end(), "ParamGroup: no option '", name, "'");
@@ -73,8 +80,6 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double de
       KILN_CHECK(p.defined(), name_, ": ", where, " is an undefined tensor");
       KILN_CHECK(p.dtype() == DType::Float32 || p.dtype() == DType::Float64, name_, ": ", where, " is ",
                  dtype_name(p.dtype()), "; parameters must be float32 or float64");
-      KILN_CHECK(p.device().is_cpu(), name_, ": ", where, " is on ", p.device().str(),
-                 "; the fused updates run on CPU parameters only");
       KILN_CHECK(p.is_contiguous(), name_, ": ", where, " (", p.str(), ") is not contiguous");
       KILN_CHECK(p.is_leaf(), name_, ": ", where, " is not a leaf tensor (it has a grad_fn); optimize leaves");
       KILN_CHECK(seen.insert(p.storage().get()).second, name_, ": ", where,
@@ -179,7 +184,7 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
       if (st.step == 0) continue;
       const std::string pre = state_prefix(flat_index(g, i));
       out[pre + "step"] = int64_scalar(st.step);
-      for (size_t b = 0; b < names.size(); ++b) out[pre + names[b]] = owned_copy(st.buffers[b]);
+      for (size_t b = 0; b < names.size(); ++b) out[pre + names[b]] = owned_copy(st.buffers[b], kCPU);
     }
   }
   return out;
@@ -251,7 +256,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
           mismatched.push_back(detail::str_cat(pre, b, " is ", t->str(), ", but parameter ", flat, " is ", p.str()));
           continue;
         }
-        st.buffers.push_back(owned_copy(*t));
+        st.buffers.push_back(owned_copy(*t, p.device()));
       }
     }
   }
@@ -270,5 +275,11 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   groups_ = std::move(groups);
   state_ = std::move(new_state);
 }
+
+// Declared in optim/update_loop.h, which this file does not include: its
+// kiln::optim::detail would hide kiln::detail (detail::str_cat) above.
+namespace detail {
+bool use_fused_update(const Tensor& t) { return t.device().is_cpu() && !force_generic_update(); }
+}  // namespace detail
 
 }  // namespace kiln::optim

@@ -8,15 +8,29 @@
 //
 // Invariants (checked at construction, kiln::Error otherwise):
 //   - at least one parameter in all; no parameter appears twice;
-//   - every parameter is a defined, contiguous, leaf CPU tensor of dtype
-//     float32 or float64 (kiln modules always hold such parameters);
+//   - every parameter is a defined, contiguous, leaf tensor of dtype float32
+//     or float64, on any device (kiln modules always hold such parameters);
 //   - hyperparameters are valid (lr >= 0, weight_decay >= 0, ... per optimizer).
 //
 // step() updates, under NoGradGuard, every parameter whose grad() is defined
 // (a gradient must match its parameter's shape, dtype and device) and skips the
-// others, as PyTorch does. Updates are fused loops over the raw data, run with
+// others, as PyTorch does. Each updated parameter's version is bumped.
+//
+// Note [Fused and generic updates]
+// A CPU parameter is updated by a fused loop over the raw data, run with
 // kiln::parallel_for (Note [Deterministic chunking]): results do not depend on
-// the thread count. Each updated parameter's version is bumped.
+// the thread count. A parameter on another device (CUDA) is updated by the
+// generic path: the same formula written with kiln tensor ops (mul_, add_,
+// sqrt, div, ... under NoGradGuard), statement by statement in the fused
+// loop's order, with every scalar rounded to the parameter's dtype as the
+// fused loop rounds it. The generic path rounds every op, while the fused
+// loops (compiled with -march=native) may contract a * b + c into one FMA;
+// LAMB's and the clipping norms are float64 sums taken in another order; a
+// device kernel contracts and reduces in its own ways. So the paths agree to
+// about an ulp of the parameter's scale per step, not bit for bit
+// (tests/test_optim_generic.cpp measures it). The generic path reads nothing
+// back to the host (no synchronisation per parameter). State buffers live on
+// their parameter's device.
 //
 // Gradient accumulation: the training loop calls backward() several times and
 // step() once; backward adds into existing gradients, so just do not call
@@ -29,8 +43,8 @@
 // The optimizer holds the parameter tensors themselves: build it after
 // Module::to(), which replaces a module's parameter tensors.
 //
-// state_dict(): a snapshot (copies) as named tensors, so it can be written with
-// write_safetensors:
+// state_dict(): a snapshot (CPU copies, whatever the parameters' device) as
+// named tensors, so it can be written with write_safetensors:
 //   "param_groups.<g>.params"        int64 [n_g]: flat indices of the group's parameters
 //   "param_groups.<g>.lr"            float64 0-dim; likewise ".weight_decay", ".<option>"
 //   "state.<i>.step"                 int64 0-dim, for parameter i (flat index over groups)
@@ -38,7 +52,8 @@
 // A parameter without state (never updated) has no "state.<i>.*" entries.
 // load_state_dict() checks everything first (missing, unexpected, mis-shaped
 // or mis-typed entries are one kiln::Error listing them all) and then copies
-// hyperparameters and state in, bit for bit, so training resumes identically.
+// hyperparameters and state in, bit for bit, onto each parameter's device, so
+// training resumes identically.
 #pragma once
 
 #include <cstdint>
@@ -102,9 +117,12 @@ class Optimizer {
   virtual std::vector<std::string> buffer_names(const ParamGroup& group) const = 0;
   // Throws kiln::Error for invalid hyperparameters of a resolved group.
   virtual void validate(const ParamGroup& group) const = 0;
-  // Updates one parameter from its gradient (both contiguous, same shape and
-  // dtype, CPU). state.step is already incremented; on the first update
-  // (state.step == 1) the buffers are undefined and the update creates them.
+  // Updates one parameter from its gradient (both contiguous, same shape,
+  // dtype and device). state.step is already incremented; on the first update
+  // (state.step == 1) the buffers are undefined and the update creates them,
+  // on the parameter's device. Chooses the fused or the generic path with
+  // detail::use_fused_update() in optim/update_loop.h (Note [Fused and generic
+  // updates]).
   virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) = 0;
 
  private:
@@ -116,5 +134,12 @@ class Optimizer {
   std::vector<size_t> offsets_;    // offsets_[g]: flat index of group g's first parameter
   std::vector<ParamState> state_;  // by flat index
 };
+
+// For tests only: true makes every optimizer update, clip_grad_norm /
+// grad_norm and all_finite take the generic (tensor-op) path for CPU tensors
+// too, so tests can compare it with the fused CPU loops (Note [Fused and
+// generic updates]). Process-wide; default false. Not for production use.
+void set_force_generic_update(bool on);
+bool force_generic_update();
 
 }  // namespace kiln::optim

@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 
+#include "ops/ops.h"
 #include "optim/update_loop.h"
 
 namespace kiln::optim {
@@ -37,6 +38,25 @@ void sgd_update(T* p, const T* g, T* buf, int64_t n, double lr, double weight_de
   });
 }
 
+// The generic path (Note [Fused and generic updates]): sgd_update's
+// statements as tensor ops, scalars rounded to the parameter's dtype by the
+// ops as the fused loop rounds them. buf is undefined when momentum == 0.
+void sgd_update_generic(Tensor p, const Tensor& g, Tensor buf, double lr, double weight_decay, double momentum,
+                        double dampening, bool nesterov, bool first) {
+  Tensor d = g;
+  if (weight_decay != 0.0) d = add(d, mul(p, weight_decay));  // d + wd * p
+  if (momentum != 0.0) {
+    if (first) {
+      buf.copy_(d);
+    } else {
+      buf.mul_(momentum);            // b * mom
+      buf.add_(d, 1.0 - dampening);  // + (1 - dampening) * d
+    }
+    d = nesterov ? add(d, mul(buf, momentum)) : buf;
+  }
+  p.add_(d, -lr);  // p + (-lr) * d
+}
+
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
@@ -65,7 +85,12 @@ void SGD::validate(const ParamGroup& group) const {
 void SGD::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
   const double momentum = group.option("momentum");
   const bool first = state.buffers.empty();
-  if (momentum != 0.0 && first) state.buffers.push_back(empty_tensor(param.sizes(), param.dtype(), kCPU));
+  if (momentum != 0.0 && first) state.buffers.push_back(empty_tensor(param.sizes(), param.dtype(), param.device()));
+  if (!detail::use_fused_update(param)) {
+    sgd_update_generic(param, grad, momentum != 0.0 ? state.buffers[0] : Tensor(), *group.lr, *group.weight_decay,
+                       momentum, group.option("dampening"), group.option("nesterov") != 0.0, first);
+    return;
+  }
   detail::dispatch_float(param.dtype(), "SGD", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* buf = momentum != 0.0 ? state.buffers[0].data_ptr<T>() : nullptr;

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/tensor.h"
 
 namespace kiln::optim::detail {
 
@@ -59,6 +60,11 @@ double sum_squares(const T* x, int64_t n) {
   for (; i < n; ++i) tail += static_cast<double>(x[i]) * static_cast<double>(x[i]);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
 }
+
+// True when t is updated by the fused CPU loops: a CPU tensor, and the
+// generic path not forced by set_force_generic_update() (optim/optimizer.h,
+// Note [Fused and generic updates]).
+bool use_fused_update(const Tensor& t);
 
 // f(TypeTag<T>{}) for T = float or double; other dtypes are a kiln::Error.
 template <typename F>

@@ -13,10 +13,14 @@
 // masked tokens. MFU = model FLOP/s over the 1024^3 float32 GEMM rate
 // measured in the same process. loader_wait = time inside DataLoader::next()
 // over the timed steps' wall time.
+// --device cuda[:N]: model, batches and optimizer state on the GPU, the GEMM
+// peak measured there too; each timed call ends with cuda::synchronize() so
+// the times cover the queued kernels.
 #include <cstdio>
 #include <string>
 
 #include "data/dataloader.h"
+#include "cuda/cuda.h"
 #include "data/pretraining.h"
 #include "kiln.h"
 #include "nn/bert.h"
@@ -41,10 +45,20 @@ int64_t default_batch(const std::string& shape) {
   return 32;
 }
 
-// GFLOP/s of a 1024^3 float32 matmul (median of 10).
-double gemm_peak_gflops() {
-  Tensor a = randn({1024, 1024}), b = randn({1024, 1024});
-  const double t = median_seconds([&] { matmul(a, b); }, 10, 2);
+// Waits for the device's queued work (nothing to wait for on CPU).
+void sync(Device device) {
+  if (!device.is_cpu()) cuda::synchronize(device.index);
+}
+
+// GFLOP/s of a 1024^3 float32 matmul on `device` (median of 10).
+double gemm_peak_gflops(Device device) {
+  Tensor a = randn({1024, 1024}).to(device), b = randn({1024, 1024}).to(device);
+  const double t = median_seconds(
+      [&] {
+        matmul(a, b);
+        sync(device);
+      },
+      10, 2);
   return 2.0 * 1024 * 1024 * 1024 / t / 1e9;
 }
 
@@ -75,14 +89,18 @@ class RandomTokens final : public data::Dataset<data::PretrainingExample> {
 
 int run_train_bench(const TrainBenchOptions& o) {
   const Device device = Device::parse(o.device);
-  KILN_CHECK(device.type == DeviceType::CPU, "--device ", o.device,
-             cuda_built() ? ": training on CUDA is not available yet" : ": kiln was built without CUDA");
-  const double peak = gemm_peak_gflops();
+  if (!device.is_cpu()) {
+    KILN_CHECK(cuda_built(), "--device ", o.device, ": kiln was built without CUDA");
+    KILN_CHECK(device.index < cuda::device_count(), "--device ", o.device, ": no such CUDA device (",
+               cuda::device_count(), " visible)");
+  }
+  const double peak = gemm_peak_gflops(device);
   for (const std::string& shape : o.shapes) {
     const BertConfig c = BertConfig::preset(shape);
     const int64_t batch = o.batch > 0 ? o.batch : default_batch(shape);
     manual_seed(0);
     nn::BertForMaskedLM model(c);
+    if (!device.is_cpu()) model.to(device);  // before the optimizer, which holds the parameter tensors
     model.train();
     optim::AdamW opt(optim::param_groups_no_decay(model, 0.01), optim::AdamWOptions{.lr = 1e-4});
     auto dataset = std::make_shared<RandomTokens>(c.vocab_size, o.seq);
@@ -94,11 +112,14 @@ int run_train_bench(const TrainBenchOptions& o) {
     int64_t masked = 0;
     auto step = [&] {
       data::PretrainingBatch b = *loader.next();
+      if (!device.is_cpu())
+        for (Tensor* t : {&b.input_ids, &b.attention_mask, &b.token_type_ids, &b.labels}) *t = t->to(device);
       opt.zero_grad();
       nn::MaskedLMOutput out = model.forward(b.input_ids, b.attention_mask, b.token_type_ids, b.labels);
       out.loss.backward();
       opt.step();
       masked += out.logits.size(0);
+      sync(device);
     };
     step();
     step();

@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "cuda/cuda.h"
 #include "dist/process_group.h"
 #include "kiln.h"
 #include "nn/safetensors.h"
@@ -138,7 +139,8 @@ void check_device(const std::string& name) {
   const Device d = Device::parse(name);
   if (d.type == DeviceType::CUDA) {
     KILN_CHECK(cuda_built(), "--device ", name, ": kiln was built without CUDA");
-    fail("--device ", name, ": training on CUDA is not available yet; use --device cpu");
+    const int count = cuda::device_count();
+    KILN_CHECK(d.index < count, "--device ", name, ": no such CUDA device (", count, " visible)");
   }
 }
 

@@ -59,8 +59,11 @@ std::shared_ptr<const data::Dataset<data::LabeledEncoding>> as_dataset(std::vect
 MicroBatch classification_forward(const nn::BertForSequenceClassification& model,
                                   const data::ClassificationBatch& batch, std::vector<int64_t>* predictions) {
   // inputs: (B, T); labels: (B); logits: (B, num_labels)
+  // The inputs go to the model's device; the counts below read the CPU batch.
   const data::PaddedBatch& in = batch.inputs;
-  nn::ClassificationOutput o = model.forward(in.input_ids, in.attention_mask, in.token_type_ids, batch.labels);
+  const Device dev = model_device(model);
+  nn::ClassificationOutput o = model.forward(on_device(in.input_ids, dev), on_device(in.attention_mask, dev),
+                                             on_device(in.token_type_ids, dev), on_device(batch.labels, dev));
   MicroBatch mb;
   mb.loss = o.loss;
   const std::vector<int64_t> predicted = argmax(o.logits.detach(), 1).to_vector<int64_t>();
@@ -112,6 +115,7 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
                                                                   static_cast<int64_t>(label_set_.size()));
   if (!report.new_heads.empty() && for_training)
     out << "note: a new classifier head (" << report.new_heads.size() << " tensors) starts from a fresh initialisation\n";
+  move_model_to_device(*model_, args.device);
   config_ = model_->bert->config;
   config_.architectures = {"BertForSequenceClassification"};
   nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();

@@ -51,8 +51,11 @@ std::shared_ptr<const data::Corpus> open_corpus(const std::string& file, const c
 }  // namespace
 
 MicroBatch mlm_forward(const nn::BertForMaskedLM& model, const data::PretrainingBatch& batch) {
-  // ids, mask, type ids, labels: (B, T); logits: (M, V) at the M labelled positions, row-major order
-  nn::MaskedLMOutput o = model.forward(batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels);
+  // ids, mask, type ids, labels: (B, T); logits: (M, V) at the M labelled positions, row-major order.
+  // The inputs go to the model's device; the counts below read the CPU batch.
+  const Device dev = model_device(model);
+  nn::MaskedLMOutput o = model.forward(on_device(batch.input_ids, dev), on_device(batch.attention_mask, dev),
+                                       on_device(batch.token_type_ids, dev), on_device(batch.labels, dev));
   MicroBatch mb;
   mb.loss = o.loss;
   const std::vector<int64_t> labels = batch.labels.to_vector<int64_t>();
@@ -130,6 +133,7 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
     }
     model_ = std::make_shared<nn::BertForMaskedLM>(config_);
   }
+  move_model_to_device(*model_, args.device);
   KILN_CHECK(config_.vocab_size == vocab_size, "the vocabulary has ", vocab_size, " tokens but the model's vocab_size is ",
              config_.vocab_size);
   config_.architectures = {"BertForMaskedLM"};

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ops/ops.h"
+
 namespace kiln::train {
 
 bool model_lowercase(const std::string& dir, bool cased) {
@@ -46,6 +48,24 @@ void check_max_seq_length(int64_t max_seq_length, const BertConfig& config) {
   KILN_CHECK(max_seq_length > 2, "--max-seq-length must be > 2, got ", max_seq_length);
   KILN_CHECK(max_seq_length <= config.max_position_embeddings, "--max-seq-length ", max_seq_length,
              " exceeds the model's max_position_embeddings (", config.max_position_embeddings, ")");
+}
+
+void move_model_to_device(nn::Module& model, const std::string& device) {
+  const Device d = Device::parse(device);
+  KILN_CHECK(d.is_cpu() || cuda_built(), "--device ", device, ": kiln was built without CUDA");
+  bool there = true;
+  model.for_each_tensor([&](const std::string&, Tensor& t, bool) { there = there && t.device() == d; });
+  if (!there) model.to(d);
+}
+
+Device model_device(const nn::Module& model) {
+  for (const auto& [name, p] : model.named_parameters()) return p.device();
+  return kCPU;
+}
+
+Tensor on_device(const Tensor& t, Device device) {
+  if (!t.defined() || t.device() == device) return t;
+  return to_device(t, device);
 }
 
 }  // namespace kiln::train

@@ -1,7 +1,8 @@
 // Pieces shared by the training tasks (train/mlm_task.h,
 // train/classification_task.h) and the kiln tool: loading a model
-// directory's tokenizer, the tokenizer files written beside checkpoints, and
-// a view of part of a dataset.
+// directory's tokenizer, the tokenizer files written beside checkpoints, a
+// view of part of a dataset, and placing the model and its batches on the
+// training device (--device).
 #pragma once
 #include <cstddef>
 #include <map>
@@ -9,9 +10,11 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "data/dataset.h"
 #include "data/tokenizer/bert_tokenizer.h"
 #include "nn/bert_config.h"
+#include "nn/module.h"
 
 namespace kiln::train {
 
@@ -29,6 +32,21 @@ std::map<std::string, std::string> tokenizer_files(const data::BertTokenizer& to
 
 // kiln::Error unless 2 < max_seq_length <= config.max_position_embeddings.
 void check_max_seq_length(int64_t max_seq_length, const BertConfig& config);
+
+// Moves `model` to `device` ("cpu", "cuda", "cuda:N") with Module::to(),
+// unless every parameter and buffer is already there: a CPU model on CPU is
+// left untouched (same tensors, same bits). Call it before creating the
+// optimizer (which holds the parameter tensors). kiln::Error for a CUDA
+// device in a build without CUDA.
+void move_model_to_device(nn::Module& model, const std::string& device);
+
+// The device of a model's first parameter (CPU for a model without any).
+Device model_device(const nn::Module& model);
+
+// t on `device`: t itself when undefined or already there, else a copy.
+// Tasks move each batch's tensors with it; counts read from a batch use the
+// CPU batch itself.
+Tensor on_device(const Tensor& t, Device device);
 
 // Examples [begin, end) of another dataset, renumbered from 0.
 template <typename Example>

@@ -20,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/metric_log.h"
 #include "train/progress.h"
+#include "train/task_util.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -224,6 +225,10 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
   KILN_CHECK(warmup <= total, "--warmup-steps (", warmup, ") exceeds the run's ", total, " steps");
 
   nn::Module& model = task.model();
+  // The tasks build their model on args.device already; this covers any other
+  // TrainTask (a no-op when the model is there). The optimizer holds the
+  // parameter tensors, so it comes after the move.
+  move_model_to_device(model, args.device);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(args, model);
   optim::Scheduler scheduler(*optimizer, make_schedule(args, warmup, total));
   const std::vector<Tensor> params = parameters_of(model);

@@ -91,6 +91,9 @@ struct TrainingArguments {
   int64_t logging_steps = 50;
   bool resume = false;
   int64_t stop_after_steps = 0;  // > 0: stop this process after that many steps (Note [Exact resume])
+  // cpu | cuda[:N]: the tasks build the model there (train/task_util.h), move
+  // each batch there, and the optimizer keeps its state there; checkpoints
+  // and the saved model are written from CPU copies, so they do not depend on it.
   std::string device = "cpu";
   std::string amp = "none";  // none | bf16 | fp16 (autocast; fp16 adds dynamic loss scaling)
   // Data parallel: this process's rank and the number of processes (set by
