@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -17,6 +18,15 @@ thread_local bool t_inside_parallel = false;
 
 // A fixed set of workers that take chunk indices from a shared counter.
 // One job runs at a time; a caller that finds the pool busy runs inline.
+//
+// Note [Pool jobs]: each job has its own chunk counter and completion count
+// (struct Job), and a worker works only on the job it picked up when it woke.
+// A worker that wakes late, after its job has finished and the next one has
+// started, finds its old job's counter exhausted and goes back to sleep; it
+// can never take or count a chunk of the new job. (With one counter shared
+// by all jobs, such a worker could claim a chunk between the new job's
+// fields being set and its counter being reset, so the chunk ran twice and
+// the completion count overshot: the caller then waited forever.)
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) { resize(threads); }
@@ -36,25 +46,31 @@ class ThreadPool {
   bool try_run(int64_t chunks, const std::function<void(int64_t)>& body) {
     std::unique_lock<std::mutex> job_guard(job_mutex_, std::try_to_lock);
     if (!job_guard.owns_lock()) return false;
+    auto job = std::make_shared<Job>(&body, chunks);
     {
       std::lock_guard<std::mutex> lk(mutex_);
-      body_ = &body;
-      chunks_ = chunks;
-      next_.store(0);
-      done_ = 0;
-      error_ = nullptr;
+      job_ = job;
       ++generation_;
     }
     cv_.notify_all();
-    work();
+    work(*job);
     std::unique_lock<std::mutex> lk(mutex_);
-    done_cv_.wait(lk, [&] { return done_ == chunks_; });
-    body_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
+    done_cv_.wait(lk, [&] { return job->done == job->chunks; });
+    job_.reset();
+    if (job->error) std::rethrow_exception(job->error);
     return true;
   }
 
  private:
+  struct Job {
+    Job(const std::function<void(int64_t)>* b, int64_t c) : body(b), chunks(c) {}
+    const std::function<void(int64_t)>* body;  // valid while chunks are left
+    const int64_t chunks;
+    std::atomic<int64_t> next{0};
+    int64_t done = 0;  // guarded by mutex_
+    std::exception_ptr error;  // guarded by mutex_
+  };
+
   void stop_workers() {
     {
       std::lock_guard<std::mutex> lk(mutex_);
@@ -69,36 +85,38 @@ class ThreadPool {
     t_inside_parallel = true;
     uint64_t seen = 0;
     for (;;) {
+      std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lk(mutex_);
         cv_.wait(lk, [&] { return stopping_ || generation_ != seen; });
         if (stopping_) return;
         seen = generation_;
+        job = job_;
       }
-      work();
+      if (job) work(*job);
     }
   }
 
-  void work() {
+  void work(Job& job) {
     const bool was_inside = t_inside_parallel;
     t_inside_parallel = true;
     int64_t finished = 0;
     for (;;) {
-      const int64_t c = next_.fetch_add(1);
-      if (c >= chunks_) break;
+      const int64_t c = job.next.fetch_add(1);
+      if (c >= job.chunks) break;
       try {
-        (*body_)(c);
+        (*job.body)(c);
       } catch (...) {
         std::lock_guard<std::mutex> lk(mutex_);
-        if (!error_) error_ = std::current_exception();
+        if (!job.error) job.error = std::current_exception();
       }
       ++finished;
     }
     t_inside_parallel = was_inside;
     if (finished > 0) {
       std::lock_guard<std::mutex> lk(mutex_);
-      done_ += finished;
-      if (done_ == chunks_) done_cv_.notify_all();
+      job.done += finished;
+      if (job.done == job.chunks) done_cv_.notify_all();
     }
   }
 
@@ -107,13 +125,9 @@ class ThreadPool {
   std::mutex job_mutex_;
   std::mutex mutex_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t)>* body_ = nullptr;
-  int64_t chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  int64_t done_ = 0;
+  std::shared_ptr<Job> job_;  // the running job, guarded by mutex_
   uint64_t generation_ = 0;
   bool stopping_ = false;
-  std::exception_ptr error_;
 };
 
 int default_threads() {

@@ -3,8 +3,10 @@
 // with 1, 2 and 3 threads and must produce the same bytes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 
+#include "core/parallel.h"
 #include "tests/test_util.h"
 
 namespace kiln {
@@ -136,6 +138,29 @@ TEST(Determinism, SmallMlpForwardAndBackward) {
     for (const Tensor& p : params) out.push_back(p.grad());
     return out;
   });
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Note [Pool jobs]: back-to-back tiny jobs, where a worker often wakes after
+// its job has ended and the next has begun. Every chunk must run exactly once
+// per job and every job must end (a shared chunk counter once let a late
+// worker run a chunk twice and leave the caller waiting forever).
+TEST(ThreadPool, BackToBackTinyJobsRunEachChunkOnce) {
+  testing::ThreadCountGuard guard;
+  set_num_threads(2);
+  std::atomic<int64_t> runs{0};
+  int64_t expected = 0;
+  for (int job = 0; job < 20000; ++job) {
+    const int64_t n = 2 + job % 3;  // 2-4 chunks of one item
+    parallel_for(n, 1, [&](int64_t b, int64_t e) { runs.fetch_add(e - b); });
+    expected += n;
+    ASSERT_EQ(runs.load(), expected) << "job " << job;
+  }
 }
 
 }  // namespace
