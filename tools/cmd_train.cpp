@@ -125,13 +125,13 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
 void apply_demo_defaults(CLI::App* cmd, TrainingArguments& a) {
   auto unset = [&](const char* flag) { return cmd->get_option(flag)->count() == 0; };
   if (unset("--lr")) a.lr = 1e-3;
-  if (unset("--max-steps") && unset("--epochs")) a.max_steps = 1200;
+  if (unset("--max-steps") && unset("--epochs")) a.max_steps = 600;
   if (unset("--warmup-ratio") && unset("--warmup-steps")) a.warmup_ratio = 0.05;
   if (unset("--max-seq-length")) a.max_seq_length = 64;
   if (unset("--weight-decay")) a.weight_decay = 0.01;
   if (unset("--logging-steps")) a.logging_steps = 25;
-  if (unset("--eval-steps")) a.eval_steps = 200;
-  if (unset("--save-steps")) a.save_steps = 400;
+  if (unset("--eval-steps")) a.eval_steps = 100;
+  if (unset("--save-steps")) a.save_steps = 200;
   if (unset("--output-dir")) a.output_dir = "kiln-demo";
 }
 
