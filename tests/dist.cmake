@@ -59,10 +59,20 @@ set(KILN_MPIRUN ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind
     --mca btl_vader_single_copy_mechanism none)
 # OpenMPI keeps some allocations until exit; LeakSanitizer is told so.
 set(KILN_DIST_ENV "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/dist/lsan.supp")
+# Under mpirun, OpenMPI's plugins are unloaded before LeakSanitizer runs, so
+# their allocations show as leaks in "<unknown module>" that no suppression
+# can name. The sanitizer build therefore runs the mpirun tests with leak
+# detection off (ASan's memory checks stay on); dist_single, which runs the
+# same DDP code without mpirun, keeps leak detection.
+set(KILN_MPI_ENV "${KILN_DIST_ENV}")
+if(KILN_SANITIZE)
+  set(KILN_MPI_ENV "${KILN_DIST_ENV};ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+endif()
 
 add_test(NAME dist_single COMMAND kiln_dist_tests)
 add_test(NAME dist_mpi_np2 COMMAND ${KILN_MPIRUN} -np 2 -x KILN_DIST_TIMEOUT=120 $<TARGET_FILE:kiln_dist_tests>)
-set_tests_properties(dist_single dist_mpi_np2 PROPERTIES TIMEOUT 600 ENVIRONMENT "${KILN_DIST_ENV}")
+set_tests_properties(dist_single PROPERTIES TIMEOUT 600 ENVIRONMENT "${KILN_DIST_ENV}")
+set_tests_properties(dist_mpi_np2 PROPERTIES TIMEOUT 600 ENVIRONMENT "${KILN_MPI_ENV}")
 set_tests_properties(dist_mpi_np2 PROPERTIES PROCESSORS 2)
 
 # The sleeping rank: rank 0 must report the timed-out all_reduce and end the
@@ -87,5 +97,5 @@ foreach(_case sleeping exiting)
     COMMAND ${CMAKE_COMMAND} "-DMPIEXEC=${_mpirun}" -DTEST_BIN=$<TARGET_FILE:kiln_dist_tests>
             -DFILTER=${_filter} "-DEXPECT=${_expect}" -DMAX_SECONDS=${_max} -DTIMEOUT=10 ${_rc}
             -P ${CMAKE_CURRENT_LIST_FILE})
-  set_tests_properties(dist_dead_rank_${_case} PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${KILN_DIST_ENV}")
+  set_tests_properties(dist_dead_rank_${_case} PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${KILN_MPI_ENV}")
 endforeach()
