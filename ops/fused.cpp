@@ -216,8 +216,9 @@ Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool train
   const TensorList inputs = residual.defined() ? TensorList{x, residual} : TensorList{x};
   if (should_record(inputs)) {
     const bool with_residual = residual.defined();
+    const DType out_dtype = out.dtype();  // not `out` itself: the node must not own its output (a cycle)
     record("dropout_add", inputs, {out}, [=](const TensorList& g) {
-      Tensor gc = raw_contiguous(raw_cast(g[0], out.dtype()));
+      Tensor gc = raw_contiguous(raw_cast(g[0], out_dtype));
       Tensor dx = empty_tensor(gc.sizes(), gc.dtype(), gc.device());
       backend(gc.device()).masked_scale_add(dx, gc, keep, scale, Tensor());
       return with_residual ? TensorList{dx, g[0]} : TensorList{dx};
