@@ -19,12 +19,7 @@ namespace kiln::data {
 namespace {
 namespace fs = std::filesystem;
 
-std::string data_file(const std::string& rel) {
-  const char* env = std::getenv("KILN_DATA");
-  const std::string path = std::string(env && *env ? env : KILN_DEFAULT_DATA) + "/" + rel;
-  if (!fs::exists(path)) throw std::runtime_error("missing data file " + path + " (set KILN_DATA)");
-  return path;
-}
+using ::kiln::testing::data_file;  // KILN_DATA/rel, an error when missing
 
 const BertTokenizer& bert() {
   static const BertTokenizer tok = BertTokenizer::from_vocab_file(data_file("vocab/bert-base-uncased-vocab.txt"));
