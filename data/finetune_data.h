@@ -121,6 +121,12 @@ struct ClassificationBatch {
   Tensor labels;  // (B) int64
 };
 
+// Calls f on every tensor of the batch (Note [Batch staging], data/device_staging.h).
+template <typename F>
+void for_each_tensor(ClassificationBatch& b, F&& f) {
+  for (Tensor* t : {&b.inputs.input_ids, &b.inputs.attention_mask, &b.inputs.token_type_ids, &b.labels}) f(*t);
+}
+
 // Dynamic padding. Empty input, an Encoding whose three vectors differ in
 // length, or pad_to_multiple_of == 0: kiln::Error.
 PaddedBatch pad_encodings(std::span<const Encoding> encodings, int32_t pad_id, size_t pad_to_multiple_of = 1);

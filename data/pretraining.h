@@ -205,6 +205,12 @@ struct PretrainingBatch {
   Tensor next_sentence_labels;  // (B); undefined when the examples have no NSP label
 };
 
+// Calls f on every tensor of the batch (Note [Batch staging], data/device_staging.h).
+template <typename F>
+void for_each_tensor(PretrainingBatch& b, F&& f) {
+  for (Tensor* t : {&b.input_ids, &b.attention_mask, &b.token_type_ids, &b.labels, &b.next_sentence_labels}) f(*t);
+}
+
 // Pads to the longest example, or to pad_to when that is > 0 (an example
 // longer than pad_to is a kiln::Error). Empty input, examples with unequal
 // field lengths, or NSP labels on some examples only: kiln::Error.

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.h"
+#include "data/device_staging.h"
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
 #include "train/metrics.h"
@@ -138,11 +139,16 @@ std::unique_ptr<ClassificationTask::Loader> ClassificationTask::make_loader(
     sampler = training_sampler(args_, set->size());
   else
     sampler = std::make_shared<data::SequentialSampler>(set->size());
+  // Batches for the model's device: pinned and copied on a side stream when it
+  // is a GPU (Note [Batch staging] in data/device_staging.h).
   const int32_t pad = pad_id_;
+  const Device device = model_device(*model_);
   return std::make_unique<Loader>(
       set, std::make_shared<data::BatchSampler>(sampler, batch_size),
-      [pad](std::vector<data::LabeledEncoding>&& ex) { return data::collate_classification(ex, pad); },
-      data::DataLoaderOptions{.num_workers = args_.workers, .seed = args_.seed});
+      data::pinned_collate<data::LabeledEncoding, data::ClassificationBatch>(
+          [pad](std::vector<data::LabeledEncoding>&& ex) { return data::collate_classification(ex, pad); }, device),
+      data::DataLoaderOptions{.num_workers = args_.workers, .seed = args_.seed},
+      data::device_transfer<data::ClassificationBatch>(device));
 }
 
 std::optional<MicroBatch> ClassificationTask::forward_next() {

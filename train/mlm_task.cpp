@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "autograd/grad_mode.h"
+#include "data/device_staging.h"
 #include "data/corpus.h"
 #include "data/synthetic_corpus.h"
 #include "kiln.h"
@@ -157,12 +158,7 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
     KILN_CHECK(train_set_->size() > 0, "--train-file ", args.train_file, " gives no training example");
   }
   auto training_set = train_set_ ? train_set_ : valid_set_;  // evaluation only: a loader over the validation data
-  const int32_t pad = pad_id_;
-  train_loader_ = std::make_unique<Loader>(
-      training_set,
-      std::make_shared<data::BatchSampler>(training_sampler(args, training_set->size()), args.batch_size),
-      [pad](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, pad); },
-      data::DataLoaderOptions{.num_workers = args.workers, .seed = args.seed});
+  train_loader_ = make_loader(training_set, training_sampler(args, training_set->size()), args.batch_size);
   if (for_training) {
     out << "pretraining: " << train_set_->size() << " training and " << num_validation_examples()
         << " validation examples of up to " << args.max_seq_length << " tokens; model L" << config_.num_hidden_layers
@@ -183,6 +179,21 @@ MlmTask::~MlmTask() {
   }
 }
 
+// Batches for the model's device: pinned and copied on a side stream when it
+// is a GPU (Note [Batch staging] in data/device_staging.h).
+std::unique_ptr<MlmTask::Loader> MlmTask::make_loader(std::shared_ptr<const data::Dataset<data::PretrainingExample>> set,
+                                                      std::shared_ptr<const data::Sampler> sampler,
+                                                      int64_t batch_size) const {
+  const int32_t pad = pad_id_;
+  const Device device = model_device(*model_);
+  return std::make_unique<Loader>(
+      std::move(set), std::make_shared<data::BatchSampler>(std::move(sampler), batch_size),
+      data::pinned_collate<data::PretrainingExample, data::PretrainingBatch>(
+          [pad](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, pad); }, device),
+      data::DataLoaderOptions{.num_workers = args_.workers, .seed = args_.seed},
+      data::device_transfer<data::PretrainingBatch>(device));
+}
+
 std::optional<MicroBatch> MlmTask::forward_next() {
   std::optional<data::PretrainingBatch> batch = train_loader_->next();
   if (!batch) return std::nullopt;
@@ -193,15 +204,11 @@ std::map<std::string, double> MlmTask::evaluate() {
   if (!valid_set_ || valid_set_->size() == 0) return {};
   NoGradGuard no_grad;
   model_->eval();
-  const int32_t pad = pad_id_;
   const int64_t batch_size = args_.eval_batch_size > 0 ? args_.eval_batch_size : args_.batch_size;
-  Loader loader(valid_set_,
-                std::make_shared<data::BatchSampler>(std::make_shared<data::SequentialSampler>(valid_set_->size()),
-                                                     batch_size),
-                [pad](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, pad); },
-                data::DataLoaderOptions{.num_workers = args_.workers, .seed = args_.seed});
+  std::unique_ptr<Loader> loader =
+      make_loader(valid_set_, std::make_shared<data::SequentialSampler>(valid_set_->size()), batch_size);
   MlmMetrics metrics;
-  while (std::optional<data::PretrainingBatch> b = loader.next()) {
+  while (std::optional<data::PretrainingBatch> b = loader->next()) {
     const MicroBatch mb = mlm_forward(*model_, *b);
     metrics.add_counts(mb.correct, mb.predicted);
     metrics.add_loss(mb.loss.item<double>(), mb.predicted);

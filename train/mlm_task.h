@@ -60,6 +60,8 @@ class MlmTask final : public TrainTask {
 
  private:
   using Loader = data::DataLoader<data::PretrainingExample, data::PretrainingBatch>;
+  std::unique_ptr<Loader> make_loader(std::shared_ptr<const data::Dataset<data::PretrainingExample>> set,
+                                      std::shared_ptr<const data::Sampler> sampler, int64_t batch_size) const;
   TrainingArguments args_;
   BertConfig config_;
   std::shared_ptr<nn::BertForMaskedLM> model_;
