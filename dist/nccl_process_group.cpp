@@ -9,10 +9,13 @@
 // (ncclCommAbort), which also stops its kernels.
 //
 // Each collective runs on the group's own stream, after the work already
-// queued on the legacy default stream (an event joins the two), and its Work
-// polls an event recorded after it. kiln has no CUDA tensors yet, so the
-// tensor forms refuse cpu tensors (ProcessGroup checks device()); the raw
-// forms take device pointers (`kiln bench allreduce`).
+// queued on the calling thread's current kiln stream (cuda/stream.h; an
+// event joins the two), and its Work polls an event recorded after it. So
+// DDP's bucket all-reduces, started from gradient hooks, run on this side
+// stream while backward goes on queueing kernels on the compute stream (Note
+// [Data-parallel training] in train/trainer.h). The tensor forms take CUDA
+// tensors (ProcessGroup checks device()); the raw forms take device pointers
+// (`kiln bench allreduce`).
 //
 // Without NCCL this file only says so: new_nccl_group() throws "built without
 // CUDA" (or "built without NCCL" in a CUDA build that found no NCCL).
@@ -28,6 +31,7 @@
 #include <thread>
 
 #include "cuda/cuda_check.h"
+#include "cuda/stream.h"
 
 namespace kiln::dist {
 namespace {
@@ -215,10 +219,10 @@ template <typename Enqueue>
 WorkPtr NcclProcessGroup::launch(const std::string& what, Enqueue&& enqueue) {
   KILN_CHECK(comm_ != nullptr, what, ": the NCCL communicator was aborted");
   DeviceScope scope(device_);
-  // Run after everything already queued on the legacy default stream.
+  // Run after everything already queued on the current stream (the bucket's copy-in above all).
   cudaEvent_t ready = nullptr, done = nullptr;
   KILN_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  KILN_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
+  KILN_CUDA_CHECK(cudaEventRecord(ready, static_cast<cudaStream_t>(cuda::current_stream(device_).handle())));
   KILN_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
   KILN_CUDA_CHECK(cudaEventDestroy(ready));
   const ncclResult_t r = enqueue();

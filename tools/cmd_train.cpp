@@ -172,8 +172,15 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
   check_device(a.device);
   KILN_CHECK(!a.output_dir.empty(), "--output-dir is required");
   KILN_CHECK(!(c.overwrite_output_dir && a.resume), "--overwrite-output-dir and --resume contradict each other");
-  // Under mpirun: one process per rank (Note [Data-parallel training] in train/trainer.h).
-  const dist::ProcessGroupPtr group = dist::init_process_group();
+  // Under mpirun: one process per rank (Note [Data-parallel training] in train/trainer.h);
+  // with --device cuda the ranks reduce over NCCL, each on GPU local_rank % GPUs.
+  dist::ProcessGroupOptions pg;
+  if (Device::parse(a.device).is_cuda() && dist::launched_by_mpi()) pg.backend = "nccl";
+  const dist::ProcessGroupPtr group = dist::init_process_group(pg);
+  if (group->device().is_cuda()) {
+    cuda::set_device(group->device().index);
+    a.device = group->device().str();
+  }
   a.rank = group->rank();
   a.world_size = group->size();
   std::ostringstream discard;

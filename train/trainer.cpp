@@ -363,7 +363,8 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
         Tensor sums = tensor(std::vector<double>{window.loss_sum, static_cast<double>(window.micro_batches),
                                                  static_cast<double>(window.tokens),
                                                  static_cast<double>(window.correct),
-                                                 static_cast<double>(window.predicted)});
+                                                 static_cast<double>(window.predicted)})
+                           .to(group->device());  // NCCL groups reduce GPU tensors only
         group->all_reduce(sums);
         const std::vector<double> v = sums.to_vector<double>();
         window.loss_sum = v[0];
