@@ -11,7 +11,7 @@
 // parameters x tokens + attention 12 x layers x hidden x seq per token + the
 // MLM head (transform + tied decoder, 6 x (H^2 + H V) per token) on the 15%
 // masked tokens. MFU = model FLOP/s over the 1024^3 float32 GEMM rate
-// measured in the same process. loader_wait = time inside DataLoader::next()
+// measured in the same process just before the shape. loader_wait = time inside DataLoader::next()
 // over the timed steps' wall time.
 // --device cuda[:N]: model, batches and optimizer state on the GPU, the GEMM
 // peak measured there too; each timed call ends with cuda::synchronize() so
@@ -94,8 +94,8 @@ int run_train_bench(const TrainBenchOptions& o) {
     KILN_CHECK(device.index < cuda::device_count(), "--device ", o.device, ": no such CUDA device (",
                cuda::device_count(), " visible)");
   }
-  const double peak = gemm_peak_gflops(device);
   for (const std::string& shape : o.shapes) {
+    const double peak = gemm_peak_gflops(device);  // beside each shape: the machine's speed drifts
     const BertConfig c = BertConfig::preset(shape);
     const int64_t batch = o.batch > 0 ? o.batch : default_batch(shape);
     manual_seed(0);
