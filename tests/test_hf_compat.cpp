@@ -7,14 +7,12 @@
 
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
+using testing::env_or;
 
 BertConfig tiny(const std::string& arch) {
   BertConfig c = BertConfig::preset("bert-tiny");

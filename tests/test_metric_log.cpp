@@ -23,6 +23,7 @@
 
 #include "core/error.h"
 #include "train/metric_log.h"
+#include "test_util.h"
 
 namespace kiln::train {
 namespace {
@@ -39,10 +40,7 @@ struct ScratchDir {
   ~ScratchDir() { fs::remove_all(path); }
 };
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
+using testing::env_or;
 
 // Runs read_tensorboard.py MODE ARG; returns its stdout lines (kiln::Error
 // when it fails, with the command).

@@ -25,25 +25,16 @@ using kiln::testing::bitwise_equal;
 using kiln::testing::values;
 using namespace kiln::optim;
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  q += s;
-  q += "'";
-  return q;
-}
+using testing::env_or;
+using testing::quoted;
 
 // The reference file, made once per test run.
 const json& reference() {
   static const json ref = [] {
     const std::string out = std::string(KILN_BINARY_DIR) + "/optim_reference.json";
-    const std::string cmd = quote(env_or("KILN_PYTHON", KILN_DEFAULT_PYTHON)) + " " +
-                            quote(std::string(KILN_SOURCE_DIR) + "/tests/reference/optim_reference.py") + " " +
-                            quote(out);
+    const std::string cmd = quoted(env_or("KILN_PYTHON", KILN_DEFAULT_PYTHON)) + " " +
+                            quoted(std::string(KILN_SOURCE_DIR) + "/tests/reference/optim_reference.py") + " " +
+                            quoted(out);
     if (std::system(cmd.c_str()) != 0) throw Error("reference script failed: " + cmd);
     std::ifstream in(out);
     if (!in) throw Error("cannot read " + out);

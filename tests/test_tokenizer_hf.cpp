@@ -18,6 +18,7 @@
 
 #include "data/tokenizer/basic_tokenizer.h"
 #include "data/tokenizer/bert_tokenizer.h"
+#include "test_util.h"
 
 namespace {
 
@@ -26,10 +27,8 @@ using kiln::data::BertTokenizer;
 using kiln::data::EncodeOptions;
 using kiln::data::Encoding;
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
+using kiln::testing::env_or;
+using kiln::testing::quoted;
 
 std::string data_file(const std::string& rel) {
   const std::string path = env_or("KILN_DATA", KILN_DEFAULT_DATA) + "/" + rel;
@@ -48,19 +47,13 @@ std::string golden_dir() {
   return dir.string();
 }
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // Runs the reference script; returns the golden file's path.
 std::string run_reference(const std::string& name, const std::string& args) {
   const std::string out = golden_dir() + "/" + name + "." + std::to_string(::getpid()) + ".txt";
   const std::string cmd =
-      quote(env_or("KILN_PYTHON", KILN_DEFAULT_PYTHON)) + " " +
-      quote(std::string(KILN_SOURCE_DIR) + "/tests/reference/tokenize_reference.py") + " --vocab " +
-      quote(vocab_path()) + " --output " + quote(out) + " " + args;
+      quoted(env_or("KILN_PYTHON", KILN_DEFAULT_PYTHON)) + " " +
+      quoted(std::string(KILN_SOURCE_DIR) + "/tests/reference/tokenize_reference.py") + " --vocab " +
+      quoted(vocab_path()) + " --output " + quoted(out) + " " + args;
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << "reference script failed: " << cmd;
   return out;
@@ -130,7 +123,7 @@ size_t compare_lines(const BertTokenizer& tok, const std::vector<std::string>& t
 
 void expect_lines_match(const std::string& name, const std::string& input, int col, bool cased) {
   const auto tok = BertTokenizer::from_vocab_file(vocab_path(), !cased);
-  std::string args = "--mode lines --input " + quote(input);
+  std::string args = "--mode lines --input " + quoted(input);
   if (col >= 0) args += " --column " + std::to_string(col);
   if (cased) args += " --cased";
   const std::string golden = run_reference(name, args);
@@ -206,7 +199,7 @@ void expect_pairs_match(size_t max_length, size_t pad_to) {
   const size_t count = 300;
   const std::string name = "pairs_" + std::to_string(max_length) + "_" + std::to_string(pad_to);
   const std::string golden =
-      run_reference(name, "--mode pairs --column 1 --input " + quote(input) + " --count " +
+      run_reference(name, "--mode pairs --column 1 --input " + quoted(input) + " --count " +
                               std::to_string(count) + " --max-length " +
                               std::to_string(max_length) + " --pad-to " + std::to_string(pad_to));
   const auto texts = column(read_lines(input), 1);
@@ -255,7 +248,7 @@ void expect_decode_match(bool skip_special) {
   const std::string input = golden_dir() + "/decode_ids." + std::to_string(::getpid()) + ".txt";
   std::ofstream(input, std::ios::binary) << ids_text;
   const std::string golden =
-      run_reference("decode", "--mode decode --input " + quote(input) + " --skip-special " +
+      run_reference("decode", "--mode decode --input " + quoted(input) + " --skip-special " +
                                   (skip_special ? "1" : "0"));
   const auto lines = read_lines(golden);
   ASSERT_EQ(lines.size(), ids.size());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/node.h"  // TensorList, Node
@@ -145,6 +147,26 @@ inline std::string data_file(const std::string& rel) {
 }
 
 inline std::string python() { return env_or("KILN_PYTHON", KILN_DEFAULT_PYTHON); }
+
+// s as one shell word: in single quotes, any single quote inside escaped.
+inline std::string quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs a shell command: its exit status (-1 when it could not run or was
+// killed) and everything it printed on stdout.
+inline std::pair<int, std::string> run_command(const std::string& command) {
+  std::string out;
+  std::FILE* p = popen(command.c_str(), "r");
+  if (!p) return {-1, out};
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
 
 // The first line `command` prints; kiln::Error when it fails.
 inline std::string first_line_of(const std::string& command) {
