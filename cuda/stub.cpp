@@ -34,6 +34,18 @@ Tensor pin_memory(const Tensor&) { no_cuda("cuda::pin_memory"); }
 bool is_pinned(const Tensor&) { return false; }
 memory::AllocatorStats pinned_memory_stats() { no_cuda("cuda::pinned_memory_stats"); }
 void copy(const Tensor&, const Tensor&, bool) { no_cuda("cuda::copy"); }
+void multi_tensor_adamw(const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                        const std::vector<Tensor>&, const std::vector<int64_t>&, double, double, double, double,
+                        double) {
+  no_cuda("cuda::multi_tensor_adamw");
+}
+void multi_tensor_lamb(const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                       const std::vector<Tensor>&, const std::vector<int64_t>&, double, double, double, double,
+                       double, bool) {
+  no_cuda("cuda::multi_tensor_lamb");
+}
+double multi_tensor_norm(const std::vector<Tensor>&, double) { no_cuda("cuda::multi_tensor_norm"); }
+bool multi_tensor_all_finite(const std::vector<Tensor>&) { no_cuda("cuda::multi_tensor_all_finite"); }
 
 Stream Stream::default_stream(int) { no_cuda("cuda::Stream::default_stream"); }
 Stream Stream::create(int, bool) { no_cuda("cuda::Stream::create"); }

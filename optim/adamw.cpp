@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <cmath>
 
+#include "cuda/cuda.h"
 #include "ops/ops.h"
 #include "optim/update_loop.h"
 
@@ -94,6 +95,17 @@ void AdamW::update(const ParamGroup& group, const Tensor& param, const Tensor& g
   });
   state.buffers[0].bump_version();
   state.buffers[1].bump_version();
+}
+
+void AdamW::update_group(const ParamGroup& group, const std::vector<UpdateItem>& items) {
+  const auto split = detail::split_items(items);
+  for (const UpdateItem* it : split.rest) update(group, it->param, it->grad, *it->state);
+  for (const auto& bucket : split.buckets) {
+    detail::MomentBucket b = detail::gather_moment_bucket(bucket);
+    cuda::multi_tensor_adamw(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.steps, *group.lr, *group.weight_decay,
+                             group.option("beta1"), group.option("beta2"), group.option("eps"));
+    b.bump_buffer_versions();
+  }
 }
 
 }  // namespace kiln::optim

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "cuda/cuda.h"
 #include "ops/ops.h"
 #include "optim/optimizer.h"
 #include "optim/update_loop.h"
@@ -91,9 +92,23 @@ double total_norm_generic(const std::vector<Tensor>& grads, double norm_type) {
   return norm_type == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / norm_type);
 }
 
+// True when the multi-tensor CUDA kernel takes the whole list: every gradient
+// contiguous on one CUDA device with one dtype, norm of order 2 or infinity.
+bool use_cuda_norm(const std::vector<Tensor>& grads, double norm_type) {
+  if (grads.empty() || !(norm_type == 2.0 || std::isinf(norm_type))) return false;
+  for (const Tensor& g : grads)
+    if (!detail::use_multi_tensor_update(g) || !g.is_contiguous() || g.device() != grads.front().device() ||
+        g.dtype() != grads.front().dtype())
+      return false;
+  return true;
+}
+
 // Fused CPU loops when every gradient is a CPU tensor (and the generic path
-// is not forced), else the generic path for all of them.
+// is not forced), one multi-tensor kernel (cuda/optim_kernels.cu, float64
+// sums in a fixed order) for a list on one CUDA device, else the generic path
+// for all of them.
 double total_norm(const std::vector<Tensor>& grads, double norm_type) {
+  if (use_cuda_norm(grads, norm_type)) return cuda::multi_tensor_norm(grads, norm_type);
   for (const Tensor& g : grads)
     if (!detail::use_fused_update(g)) return total_norm_generic(grads, norm_type);
   double acc = 0.0;

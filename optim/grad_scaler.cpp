@@ -2,6 +2,7 @@
 // non-finite check, skipped steps and the scale update.
 #include "optim/grad_scaler.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/parallel.h"
+#include "cuda/cuda.h"
 #include "ops/autocast.h"
 #include "ops/ops.h"
 #include "optim/update_loop.h"
@@ -48,6 +50,9 @@ bool finite_cpu(const Tensor& g) {
   }
 }
 
+// CUDA gradients go to one multi-tensor kernel per device
+// (cuda::multi_tensor_all_finite, a device flag read back once); under
+// set_force_generic_update, and for any other device, the generic path.
 // Any device (the generic path, Note [Fused and generic updates] in
 // optim/optimizer.h): x * 0 is 0 for finite x and NaN for inf or NaN, and a
 // sum with a NaN in it is NaN. A float32 0-dim probe per floating gradient,
@@ -72,6 +77,7 @@ bool all_finite(const std::vector<Tensor>& grads) {
   AutocastGuard no_autocast(DType::BFloat16, false);
   bool ok = true;
   Tensor probe;  // sum of the generic-path probes: NaN when some value is inf or NaN
+  std::vector<std::vector<Tensor>> on_cuda;  // per CUDA device: one multi-tensor kernel each
   for (const Tensor& g : grads) {
     if (!g.defined() || g.numel() == 0) continue;
     if (detail::use_fused_update(g)) {
@@ -79,10 +85,19 @@ bool all_finite(const std::vector<Tensor>& grads) {
       continue;
     }
     if (!is_floating(g.dtype())) continue;  // integers and bools are always finite
+    if (g.device().is_cuda() && !force_generic_update()) {
+      const Tensor c = g.is_contiguous() ? g : contiguous(g);
+      auto same = std::find_if(on_cuda.begin(), on_cuda.end(),
+                               [&](const std::vector<Tensor>& l) { return l.front().device() == c.device(); });
+      if (same == on_cuda.end()) on_cuda.push_back({c});
+      else same->push_back(c);
+      continue;
+    }
     Tensor part = nonfinite_probe(g);
     if (probe.defined() && part.device() != probe.device()) part = to_device(part, probe.device());
     probe = probe.defined() ? add(probe, part) : part;
   }
+  for (const std::vector<Tensor>& list : on_cuda) ok = cuda::multi_tensor_all_finite(list) && ok;
   if (probe.defined()) ok = !std::isnan(probe.item<double>()) && ok;
   return ok;
 }

@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <cmath>
 
+#include "cuda/cuda.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
 #include "optim/update_loop.h"
@@ -134,6 +135,18 @@ void LAMB::update(const ParamGroup& group, const Tensor& param, const Tensor& gr
   });
   state.buffers[0].bump_version();
   state.buffers[1].bump_version();
+}
+
+void LAMB::update_group(const ParamGroup& group, const std::vector<UpdateItem>& items) {
+  const auto split = detail::split_items(items);
+  for (const UpdateItem* it : split.rest) update(group, it->param, it->grad, *it->state);
+  for (const auto& bucket : split.buckets) {
+    detail::MomentBucket b = detail::gather_moment_bucket(bucket);
+    cuda::multi_tensor_lamb(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.steps, *group.lr, *group.weight_decay,
+                            group.option("beta1"), group.option("beta2"), group.option("eps"),
+                            group.option("bias_correction") != 0.0);
+    b.bump_buffer_versions();
+  }
 }
 
 }  // namespace kiln::optim

@@ -37,6 +37,8 @@ class LAMB : public Optimizer {
   std::vector<std::string> buffer_names(const ParamGroup& group) const override;
   void validate(const ParamGroup& group) const override;
   void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
+  // CUDA parameters: one multi-tensor kernel per device and dtype (cuda/optim_kernels.cu).
+  void update_group(const ParamGroup& group, const std::vector<UpdateItem>& items) override;
 };
 
 }  // namespace kiln::optim

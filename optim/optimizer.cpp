@@ -134,6 +134,7 @@ void Optimizer::step() {
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
+    std::vector<UpdateItem> items;
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       const Tensor& grad = p.grad();
@@ -141,13 +142,16 @@ void Optimizer::step() {
       KILN_CHECK(grad.sizes() == p.sizes() && grad.dtype() == p.dtype() && grad.device() == p.device(), name_,
                  ".step: the gradient of parameter ", i, " of group ", g, " is ", grad.str(),
                  " but the parameter is ", p.str());
-      const Tensor g_contig = grad.is_contiguous() ? grad : grad.contiguous();
-      ParamState& st = state_[flat_index(g, i)];
-      ++st.step;
-      update(group, p, g_contig, st);
-      p.bump_version();
+      items.push_back(UpdateItem{p, grad.is_contiguous() ? grad : grad.contiguous(), &state_[flat_index(g, i)]});
     }
+    for (UpdateItem& item : items) ++item.state->step;
+    update_group(group, items);
+    for (UpdateItem& item : items) item.param.bump_version();
   }
+}
+
+void Optimizer::update_group(const ParamGroup& group, const std::vector<UpdateItem>& items) {
+  for (const UpdateItem& item : items) update(group, item.param, item.grad, *item.state);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -280,6 +284,10 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
 // kiln::optim::detail would hide kiln::detail (detail::str_cat) above.
 namespace detail {
 bool use_fused_update(const Tensor& t) { return t.device().is_cpu() && !force_generic_update(); }
+bool use_multi_tensor_update(const Tensor& t) {
+  return t.device().is_cuda() && (t.dtype() == DType::Float32 || t.dtype() == DType::Float64) &&
+         !force_generic_update();
+}
 }  // namespace detail
 
 }  // namespace kiln::optim

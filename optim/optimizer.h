@@ -19,8 +19,12 @@
 // Note [Fused and generic updates]
 // A CPU parameter is updated by a fused loop over the raw data, run with
 // kiln::parallel_for (Note [Deterministic chunking]): results do not depend on
-// the thread count. A parameter on another device (CUDA) is updated by the
-// generic path: the same formula written with kiln tensor ops (mul_, add_,
+// the thread count. A float32/float64 CUDA parameter is updated by the
+// multi-tensor kernels of cuda/optim_kernels.cu (all of a group's CUDA
+// parameters of one device and dtype in a few launches; clip_grad_norm and
+// all_finite likewise have one kernel each), the CPU loops' statements with
+// the same roundings. The generic path (set_force_generic_update, or any
+// other device) is the same formula written with kiln tensor ops (mul_, add_,
 // sqrt, div, ... under NoGradGuard), statement by statement in the fused
 // loop's order, with every scalar rounded to the parameter's dtype as the
 // fused loop rounds it. The generic path rounds every op, while the fused
@@ -125,6 +129,17 @@ class Optimizer {
   // updates]).
   virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) = 0;
 
+  // One parameter of a step: its gradient (contiguous) and state (step already incremented).
+  struct UpdateItem {
+    Tensor param;
+    Tensor grad;
+    ParamState* state;
+  };
+  // Updates a group's parameters that have gradients, in order. The default
+  // calls update() for each; AdamW and LAMB override it to send the CUDA
+  // parameters to multi-tensor kernels (cuda/optim_kernels.cu) in one go.
+  virtual void update_group(const ParamGroup& group, const std::vector<UpdateItem>& items);
+
  private:
   size_t flat_index(size_t group, size_t i) const { return offsets_[group] + i; }
   void check_group_index(size_t group, const char* what) const;
@@ -136,9 +151,10 @@ class Optimizer {
 };
 
 // For tests only: true makes every optimizer update, clip_grad_norm /
-// grad_norm and all_finite take the generic (tensor-op) path for CPU tensors
-// too, so tests can compare it with the fused CPU loops (Note [Fused and
-// generic updates]). Process-wide; default false. Not for production use.
+// grad_norm and all_finite take the generic (tensor-op) path for CPU and CUDA
+// tensors too, so tests can compare it with the fused CPU loops and the
+// multi-tensor CUDA kernels (Note [Fused and generic updates]). Process-wide;
+// default false. Not for production use.
 void set_force_generic_update(bool on);
 bool force_generic_update();
 

@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "ops/ops.h"
 
 namespace kiln::optim::detail {
 
@@ -65,6 +67,67 @@ double sum_squares(const T* x, int64_t n) {
 // generic path not forced by set_force_generic_update() (optim/optimizer.h,
 // Note [Fused and generic updates]).
 bool use_fused_update(const Tensor& t);
+
+// True when t is updated by the multi-tensor CUDA kernels (cuda/optim_kernels.cu):
+// a CUDA tensor of float32 or float64, and the generic path not forced.
+bool use_multi_tensor_update(const Tensor& t);
+
+// Items of Optimizer::update_group split into the multi-tensor ones, bucketed
+// by (device, dtype) in first-seen order, and the rest, in order.
+template <typename Item>
+struct SplitItems {
+  std::vector<std::vector<const Item*>> buckets;
+  std::vector<const Item*> rest;
+};
+template <typename Item>
+SplitItems<Item> split_items(const std::vector<Item>& items) {
+  SplitItems<Item> out;
+  for (const Item& it : items) {
+    if (!use_multi_tensor_update(it.param)) {
+      out.rest.push_back(&it);
+      continue;
+    }
+    auto same = [&](const std::vector<const Item*>& b) {
+      return b.front()->param.device() == it.param.device() && b.front()->param.dtype() == it.param.dtype();
+    };
+    auto b = std::find_if(out.buckets.begin(), out.buckets.end(), same);
+    if (b == out.buckets.end()) out.buckets.push_back({&it});
+    else b->push_back(&it);
+  }
+  return out;
+}
+
+// One bucket of split_items as the Adam-style multi-tensor kernels take it
+// (AdamW and LAMB): parameters, gradients, the two moment buffers (created as
+// zeros on a parameter's first update, as update() does) and step counts.
+struct MomentBucket {
+  std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  std::vector<int64_t> steps;
+  // After the kernel wrote the buffers.
+  void bump_buffer_versions() {
+    for (size_t i = 0; i < exp_avgs.size(); ++i) {
+      exp_avgs[i].bump_version();
+      exp_avg_sqs[i].bump_version();
+    }
+  }
+};
+template <typename Item>
+MomentBucket gather_moment_bucket(const std::vector<const Item*>& bucket) {
+  MomentBucket out;
+  for (const Item* it : bucket) {
+    auto& st = *it->state;
+    if (st.buffers.empty()) {
+      st.buffers.push_back(zeros(it->param.sizes(), TensorOptions(it->param.dtype(), it->param.device())));
+      st.buffers.push_back(zeros(it->param.sizes(), TensorOptions(it->param.dtype(), it->param.device())));
+    }
+    out.params.push_back(it->param);
+    out.grads.push_back(it->grad);
+    out.exp_avgs.push_back(st.buffers[0]);
+    out.exp_avg_sqs.push_back(st.buffers[1]);
+    out.steps.push_back(st.step);
+  }
+  return out;
+}
 
 // f(TypeTag<T>{}) for T = float or double; other dtypes are a kiln::Error.
 template <typename F>
