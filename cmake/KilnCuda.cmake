@@ -34,6 +34,24 @@ if(KILN_WITH_CUDA)
   target_sources(kiln PRIVATE ${KILN_CUDA_SOURCES})
   target_compile_definitions(kiln PUBLIC KILN_WITH_CUDA=1)
   target_link_libraries(kiln PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  # cuDNN 9 (fused attention, cuda/attention_cudnn.cpp): the C backend API,
+  # from the CUDA toolkit's folders or the system's (CUDNN_ROOT to override).
+  find_path(KILN_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  find_library(KILN_CUDNN_LIBRARY cudnn HINTS ${CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib64 lib)
+  if(NOT KILN_CUDNN_INCLUDE_DIR OR NOT KILN_CUDNN_LIBRARY)
+    message(FATAL_ERROR "kiln: the CUDA backend needs cuDNN 9 (cudnn.h and libcudnn.so), not found "
+                        "(include: ${KILN_CUDNN_INCLUDE_DIR}, library: ${KILN_CUDNN_LIBRARY}); "
+                        "install cuDNN 9 for CUDA or set CUDNN_ROOT")
+  endif()
+  file(STRINGS ${KILN_CUDNN_INCLUDE_DIR}/cudnn_version.h _kiln_cudnn_major REGEX "^#define CUDNN_MAJOR [0-9]+")
+  string(REGEX MATCH "[0-9]+" _kiln_cudnn_major "${_kiln_cudnn_major}")
+  if(NOT _kiln_cudnn_major OR _kiln_cudnn_major LESS 9)
+    message(FATAL_ERROR "kiln: cuDNN 9 or newer is needed, found major version '${_kiln_cudnn_major}' in "
+                        "${KILN_CUDNN_INCLUDE_DIR}")
+  endif()
+  target_include_directories(kiln PRIVATE ${KILN_CUDNN_INCLUDE_DIR})
+  target_link_libraries(kiln PRIVATE ${KILN_CUDNN_LIBRARY})
+  message(STATUS "kiln: cuDNN ${_kiln_cudnn_major} at ${KILN_CUDNN_LIBRARY}")
   # The target's options so far are for the C++ compiler (-Wall -Wextra):
   # restrict them to CXX so nvcc does not see them, and give .cu files their own.
   get_target_property(_kiln_opts kiln COMPILE_OPTIONS)

@@ -127,6 +127,15 @@ class Backend {
   // ops/fused.cpp); a, b 2-D, may be transposed views; out and bias
   // contiguous, all one floating dtype. The default is matmul, then binary add.
   virtual void addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
+  // preact(M, N) = a @ b + bias as addmm, and out(M, N) = gelu(preact) (erf
+  // form, or the tanh approximation when `tanh`) for linear_gelu
+  // (ops/fused.cpp); out and preact contiguous. The default is addmm, then
+  // unary Gelu / GeluTanh; CUDA runs the tanh form as one cuBLASLt GEMM.
+  virtual void linear_gelu(const Tensor& out, const Tensor& preact, const Tensor& a, const Tensor& b,
+                           const Tensor& bias, bool tanh) {
+    addmm(preact, a, b, bias);
+    unary(tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, out, preact);
+  }
   virtual void attention(const Tensor& ctx, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale);
   // dq, dk, dv (B, T, C) with unit stride in the last dim (they may be column
@@ -134,7 +143,41 @@ class Backend {
   virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dctx,
                                   const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                                   const Tensor& keep, int64_t heads, double scale, double keep_scale);
+
+  // Scaled-dot-product attention through a vendor kernel (cuDNN on CUDA, Note
+  // [cuDNN attention] in cuda/attention_cudnn.cpp). Optional: a backend says
+  // which cases it runs (the default: none) and multi_head_attention() takes
+  // the other paths for the rest. q, k, v (B, T, C) with unit stride in the
+  // last dim, C = heads * head_size, float16 or bfloat16; mask (B, T) additive
+  // key bias in q's dtype, contiguous, or undefined; dropout p >= 0 drawn from
+  // the backend's own Philox stream at `st` (forward and backward given the
+  // same st and p drop the same elements). out (B, T, C) contiguous; stats
+  // (B, heads, T) float32 contiguous, the logsumexp of each score row.
+  // sdpa_forward returns false, having written nothing, when the backend
+  // cannot run this exact problem after all (the caller takes another path).
+  virtual bool sdpa_supported(DType dtype, int64_t T, int64_t head_size, bool has_mask, double p) const {
+    (void)dtype, (void)T, (void)head_size, (void)has_mask, (void)p;
+    return false;
+  }
+  virtual bool sdpa_forward(const Tensor& out, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st);
+  // dq, dk, dv (B, T, C) with unit stride in the last dim (they may be column
+  // slices of one (B, T, 3C) gradient), overwritten; dout (B, T, C) contiguous.
+  virtual void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                             const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                             const Tensor& stats, const Tensor& mask, int64_t heads, double scale, double p,
+                             PhiloxState st);
 };
+
+inline bool Backend::sdpa_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  const Tensor&, int64_t, double, double, PhiloxState) {
+  fail("internal: sdpa_forward called on a backend without fused scaled-dot-product attention");
+}
+inline void Backend::sdpa_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                   const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                                   double, double, PhiloxState) {
+  fail("internal: sdpa_backward called on a backend without fused scaled-dot-product attention");
+}
 
 // The backend for a device; kiln::Error "built without CUDA" (or "no CUDA
 // device") when it cannot exist.

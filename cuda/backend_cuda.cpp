@@ -10,6 +10,7 @@
 #include <array>
 #include <mutex>
 
+#include "cuda/attention_cudnn.h"
 #include "cuda/cuda.h"
 #include "cuda/kernels.cuh"
 
@@ -109,6 +110,33 @@ class CudaBackend final : public Backend {
   void randint(const Tensor& o, int64_t lo, int64_t hi, PhiloxState st) override {
     detail::DeviceGuard g(device_);
     kernels::randint(o, lo, hi, st);
+  }
+  // Note [cuDNN attention] (cuda/attention_cudnn.cpp).
+  bool sdpa_supported(DType dt, int64_t T, int64_t hs, bool mask, double p) const override {
+    return sdpa::supported(device_, dt, T, hs, mask, p);
+  }
+  bool sdpa_forward(const Tensor& o, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st) override {
+    return sdpa::forward(device_, o, stats, q, k, v, mask, heads, scale, p, st);
+  }
+  void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
+                     const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& stats, const Tensor& mask,
+                     int64_t heads, double scale, double p, PhiloxState st) override {
+    sdpa::backward(device_, dq, dk, dv, dout, q, k, v, o, stats, mask, heads, scale, p, st);
+  }
+  // Note [cuBLASLt epilogues] (cuda/gemm_lt.cpp): the bias inside the GEMM,
+  // and for the tanh GELU the activation too; the composition where cuBLASLt
+  // has no epilogue kernel (float64, odd shapes). erf GELU: bias epilogue,
+  // then kiln's erf kernel.
+  void addmm(const Tensor& o, const Tensor& a, const Tensor& b, const Tensor& bias) override {
+    detail::DeviceGuard g(device_);
+    if (!kernels::addmm(o, a, b, bias)) Backend::addmm(o, a, b, bias);
+  }
+  void linear_gelu(const Tensor& o, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias,
+                   bool tanh) override {
+    detail::DeviceGuard g(device_);
+    if (tanh && kernels::linear_gelu_tanh(o, pre, a, b, bias)) return;
+    Backend::linear_gelu(o, pre, a, b, bias, tanh);  // addmm (above), then the GELU kernel
   }
 
  private:

@@ -4,6 +4,8 @@
 // (cudaErrorNotReady, cudaErrorMemoryAllocation), inspect the cudaError_t
 // yourself and pass the others to kiln::cuda_fail().
 // KILN_CUBLAS_CHECK(call): the same for cuBLAS / cuBLASLt (cublasStatus_t).
+// KILN_CUDNN_CHECK(call): the same for cuDNN (cudnnStatus_t), with cuDNN's
+// own last-error text; the file using it includes <cudnn.h> first.
 // KILN_CUDA_CHECK_LAUNCH(): after a kernel launch, turns a launch failure
 // (bad configuration, no kernel image for the device) into a kiln::Error.
 #pragma once
@@ -42,6 +44,18 @@ namespace kiln {
     const cublasStatus_t kiln_cublas_status_ = (call);                          \
     if (kiln_cublas_status_ != CUBLAS_STATUS_SUCCESS)                           \
       ::kiln::cublas_fail(kiln_cublas_status_, #call, __FILE__, __LINE__);      \
+  } while (0)
+
+#define KILN_CUDNN_CHECK(call)                                                  \
+  do {                                                                          \
+    const cudnnStatus_t kiln_cudnn_status_ = (call);                            \
+    if (kiln_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                           \
+      char kiln_cudnn_msg_[512] = {0};                                          \
+      cudnnGetLastErrorString(kiln_cudnn_msg_, sizeof kiln_cudnn_msg_);         \
+      ::kiln::fail("cuDNN error: ", #call, " failed with ",                     \
+                   cudnnGetErrorString(kiln_cudnn_status_), " (",               \
+                   kiln_cudnn_msg_, ") at ", __FILE__, ":", __LINE__);          \
+    }                                                                           \
   } while (0)
 
 #define KILN_CUDA_CHECK_LAUNCH() KILN_CUDA_CHECK(cudaGetLastError())

@@ -17,7 +17,22 @@
 // float32 uses CUBLAS_COMPUTE_32F (exact float32 products, like the CPU)
 // unless TF32 is allowed (kiln::cuda::set_allow_tf32 or KILN_ALLOW_TF32=1):
 // then CUBLAS_COMPUTE_32F_FAST_TF32. The algorithm cuBLASLt's heuristic picks
-// is cached per problem (shape, strides, dtype, alignment, TF32).
+// is cached per problem (shape, strides, dtype, alignment, TF32, epilogue).
+//
+// Note [cuBLASLt epilogues]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// addmm (out = a @ b + bias(N)) runs as one GEMM with CUBLASLT_EPILOGUE_BIAS:
+// in the transposed view of Note [cuBLASLt layout] kiln's bias over the
+// columns of out is cuBLASLt's bias over the rows of D, which is what the
+// epilogue adds. linear_gelu_tanh asks for CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+// D = gelu(a @ b + bias) with a @ b + bias written to the aux matrix (the
+// pre-activation that backward needs). cuBLASLt's GELU is the tanh form, so
+// erf GELU (kiln's Gelu, BERT's "gelu") never takes it: there the GEMM uses
+// the bias epilogue and kiln's own erf kernel follows (cuda/backend_cuda.cpp).
+// Not every dtype and layout has an epilogue kernel (float64, odd leading
+// dimensions of aux): when the heuristic finds none, the problem is
+// remembered as unsupported and the caller composes the plain GEMM with
+// elementwise kernels, so every call has an answer.
 #include <cublasLt.h>
 
 #include <array>
@@ -26,6 +41,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "cuda/cuda.h"
 #include "cuda/kernels.cuh"
@@ -124,6 +140,14 @@ using PlanKey = std::array<int64_t, 18>;
 struct AlgoCache {
   std::mutex mutex;
   std::map<PlanKey, cublasLtMatmulAlgo_t> algos;
+  std::set<PlanKey> unsupported;  // epilogue problems with no algorithm
+};
+
+// What an epilogue adds to the plain GEMM (Note [cuBLASLt epilogues]).
+struct Epilogue {
+  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // (N) contiguous, out's dtype
+  void* aux = nullptr;         // (M, N) contiguous, out's dtype (GELU_AUX)
 };
 
 AlgoCache& algo_cache() {
@@ -137,19 +161,14 @@ void set_allow_tf32(bool allow) { tf32_flag().store(allow); }
 bool allow_tf32() { return tf32_flag().load(); }
 
 namespace kernels {
+namespace {
 
-void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+// The GEMM with an optional epilogue; false when cuBLASLt has no algorithm
+// for that epilogue (nothing was queued then). Without one it always runs.
+bool lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Epilogue& ep) {
   const int64_t Bt = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
-  if (out.numel() == 0) return;
-  if (K == 0) return fill(out, 0.0);
+  const bool epilogue = ep.kind != CUBLASLT_EPILOGUE_DEFAULT;
   const DType dt = out.dtype();
-  if (dt == DType::Int32 || dt == DType::Int64) {
-    Tensor ta = a.dtype() == dt ? a : empty_tensor(a.sizes(), dt, a.device());
-    if (a.dtype() != dt) copy(ta, a);
-    Tensor tb = b.dtype() == dt ? b : empty_tensor(b.sizes(), dt, b.device());
-    if (b.dtype() != dt) copy(tb, b);
-    return matmul_integer(out, ta, tb);
-  }
   KILN_CHECK(is_floating(dt), "matmul: not defined for ", dtype_name(dt), " tensors");
   KILN_CHECK(out.is_contiguous(), "internal: matmul output must be contiguous");
   KILN_CHECK(M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31) && Bt < (int64_t{1} << 31),
@@ -176,6 +195,18 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.d, compute, scale_type));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  if (epilogue) {
+    KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep.kind, sizeof ep.kind));
+    KILN_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof ep.bias));
+    if (ep.aux) {
+      const int64_t aux_ld = N;  // aux is (M, N) row-major: column-major (N, M) with ld N
+      KILN_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux, sizeof ep.aux));
+      KILN_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+    }
+  }
   Layout la, lb, lc;
   if (vb.trans) make_layout(la, data_type, K, N, vb.ld, Bt, vb.batch_stride);
   else make_layout(la, data_type, N, K, vb.ld, Bt, vb.batch_stride);
@@ -188,7 +219,8 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   const uint32_t align_a = alignment_of(tb.raw_data()), align_b = alignment_of(ta.raw_data()),
                  align_c = alignment_of(out.raw_data());
   const PlanKey key{device, static_cast<int64_t>(dt), tf32, op_a, op_b, M, N, K, vb.ld, va.ld, Bt,
-                    vb.batch_stride, va.batch_stride, align_a, align_b, align_c, 0, 0};
+                    vb.batch_stride, va.batch_stride, align_a, align_b, align_c, static_cast<int64_t>(ep.kind),
+                    (epilogue ? alignment_of(ep.bias) : 0) * 1024 + (ep.aux ? alignment_of(ep.aux) : 0)};
   cublasLtMatmulAlgo_t algo{};
   bool cached = false;
   {
@@ -198,6 +230,8 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
     if (it != cache.algos.end()) {
       algo = it->second;
       cached = true;
+    } else if (cache.unsupported.count(key)) {
+      return false;
     }
   }
   const cublasLtHandle_t handle = lt_handle(device);
@@ -217,8 +251,15 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
                                                            &align_c, sizeof align_c));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    KILN_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result,
-                                                     &found));
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(handle, desc.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result, &found);
+    if (epilogue && (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0))) {
+      AlgoCache& cache = algo_cache();
+      std::lock_guard<std::mutex> lock(cache.mutex);
+      cache.unsupported.insert(key);
+      return false;
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) cublas_fail(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
     KILN_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for ", dtype_name(dt), " (", Bt, " x ", M, "x", K,
                " @ ", K, "x", N, ")");
     algo = result.algo;
@@ -234,6 +275,59 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   KILN_CUBLAS_CHECK(cublasLtMatmul(handle, desc.d, alpha, tb.raw_data(), la.d, ta.raw_data(), lb.d, beta,
                                    out.raw_data(), lc.d, out.raw_data(), lc.d, &algo, workspace.raw_data(),
                                    kWorkspaceBytes, stream));
+  return true;
+}
+
+// (R, C) as a batch of one.
+Tensor as3(const Tensor& t) {
+  return make_tensor(t.storage(), {1, t.size(0), t.size(1)}, {0, t.stride(0), t.stride(1)}, t.offset(), t.dtype());
+}
+
+bool epilogue_dtype(DType dt) { return dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16; }
+
+// Epilogue vectors and matrices read and written with 16-byte accesses.
+bool aligned16(const Tensor& t) { return alignment_of(t.raw_data()) >= 16; }
+
+}  // namespace
+
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const int64_t K = a.size(2);
+  if (out.numel() == 0) return;
+  if (K == 0) return fill(out, 0.0);
+  const DType dt = out.dtype();
+  if (dt == DType::Int32 || dt == DType::Int64) {
+    Tensor ta = a.dtype() == dt ? a : empty_tensor(a.sizes(), dt, a.device());
+    if (a.dtype() != dt) copy(ta, a);
+    Tensor tb = b.dtype() == dt ? b : empty_tensor(b.sizes(), dt, b.device());
+    if (b.dtype() != dt) copy(tb, b);
+    return matmul_integer(out, ta, tb);
+  }
+  lt_matmul(out, a, b, Epilogue{});
+}
+
+bool addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  if (out.numel() == 0 || a.size(1) == 0 || !epilogue_dtype(out.dtype()) || !aligned16(bias)) return false;
+  KILN_CHECK(bias.is_contiguous() && bias.dtype() == out.dtype(), "internal: addmm bias must be contiguous ",
+             dtype_name(out.dtype()));
+  Epilogue ep;
+  ep.kind = CUBLASLT_EPILOGUE_BIAS;
+  ep.bias = bias.raw_data();
+  return lt_matmul(as3(out), as3(a), as3(b), ep);
+}
+
+bool linear_gelu_tanh(const Tensor& out, const Tensor& preact, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  // cuBLASLt wants the aux leading dimension a multiple of 8 elements.
+  if (out.numel() == 0 || a.size(1) == 0 || !epilogue_dtype(out.dtype()) || out.size(1) % 8 != 0 ||
+      !aligned16(bias) || !aligned16(preact))
+    return false;
+  KILN_CHECK(bias.is_contiguous() && preact.is_contiguous() && bias.dtype() == out.dtype() &&
+                 preact.dtype() == out.dtype(),
+             "internal: linear_gelu_tanh bias and pre-activation must be contiguous ", dtype_name(out.dtype()));
+  Epilogue ep;
+  ep.kind = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  ep.bias = bias.raw_data();
+  ep.aux = preact.raw_data();
+  return lt_matmul(as3(out), as3(a), as3(b), ep);
 }
 
 }  // namespace kernels

@@ -53,6 +53,11 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Shape& dims)
 // gemm_lt.cpp (cuBLASLt) and gemm_int.cu (integer fallback)
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 void matmul_integer(const Tensor& out, const Tensor& a, const Tensor& b);
+// gemm_lt.cpp epilogues (Note [cuBLASLt epilogues]); 2-D operands as Backend::addmm
+// takes them. false: no epilogue kernel for this problem, nothing was queued.
+bool addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
+// out = gelu_tanh(a @ b + bias), preact = a @ b + bias (cuBLASLt's GELU is the tanh form)
+bool linear_gelu_tanh(const Tensor& out, const Tensor& preact, const Tensor& a, const Tensor& b, const Tensor& bias);
 // nn_kernels.cu
 void softmax(const Tensor& out, const Tensor& in, bool log);
 void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log);

@@ -100,8 +100,14 @@ BertLayer::BertLayer(const BertConfig& c) {
 
 Tensor BertLayer::forward(const Tensor& x, const Tensor& mask_bias) const {
   Tensor a = attention->forward(x, mask_bias);
-  // intermediate->forward(a), with the bias inside the GEMM (Note [Bias in the GEMM])
-  Tensor mid = activation(linear_fused(a, intermediate->dense->weight, intermediate->dense->bias), intermediate->act);
+  // intermediate->forward(a), with the bias inside the GEMM (Note [Bias in the
+  // GEMM]); GELU too (Note [Linear and GELU]: on the CPU bit-identical to the composition)
+  const Tensor& w = intermediate->dense->weight;
+  const Tensor& b = intermediate->dense->bias;
+  const HiddenAct act = intermediate->act;
+  Tensor mid = act == HiddenAct::Gelu       ? linear_gelu(a, w, b)
+               : act == HiddenAct::GeluTanh ? linear_gelu(a, w, b, "tanh")
+                                            : activation(linear_fused(a, w, b), act);
   return output->forward(mid, a);
 }
 

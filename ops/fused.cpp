@@ -1,5 +1,6 @@
 // Fused ops for the transformer training step: multi_head_attention (q, k, v
-// apart or packed in one (B, T, 3C) projection), linear_fused and dropout_add.
+// apart or packed in one (B, T, 3C) projection), linear_fused, linear_gelu and
+// dropout_add.
 //
 // Note [Fused attention]: attention composed from primitives makes a dozen
 // passes over the (B, heads, T, T) scores (scale, mask, softmax, the dropout
@@ -14,11 +15,18 @@
 // composite's arithmetic in its order, so the two agree to rounding of the
 // GEMMs. Devices without the kernel (Backend::has_fused_attention) and
 // autocast scopes (Note [Autocast policy] casts the attention GEMMs) run the
-// composite itself.
+// composite itself. float16/bfloat16 attention on a device with a vendor
+// kernel (Backend::sdpa_supported; cuDNN on CUDA, Note [cuDNN attention])
+// runs there instead, before either path: it saves q, k, v, the output and
+// the (B, heads, T) float32 logsumexp, not the probabilities, and its dropout
+// mask is the device's own Philox draw at one generator call, which backward
+// redraws from the same state (so it matches the composite in distribution,
+// not element by element).
 #include "ops/fused.h"
 
 #include <cmath>
 
+#include "core/random.h"
 #include "ops/autocast.h"
 #include "ops/internal.h"
 
@@ -110,6 +118,71 @@ Tensor attention_fused(const TensorList& inputs, const Tensor& q, const Tensor& 
   return out;
 }
 
+// ---- the vendor kernel (Note [cuDNN attention], cuda/attention_cudnn.cpp) ----
+
+// q (B, T, C) or a column block of the packed projection.
+bool use_sdpa(const Tensor& q, int64_t heads, const Tensor& mask_bias, double p, bool training) {
+  const int64_t C = q.size(2);
+  if (q.numel() == 0 || (q.dtype() != DType::Float16 && q.dtype() != DType::BFloat16) || heads < 1 ||
+      C % heads != 0 || (training && p == 1.0))
+    return false;
+  return backend(q.device()).sdpa_supported(q.dtype(), q.size(1), C / heads, mask_bias.defined(), training ? p : 0.0);
+}
+
+// The key bias as the kernel takes it: (B, T) contiguous in q's dtype, with
+// -inf (a float32 lowest cast down) clamped to the dtype's lowest finite value
+// so a fully masked row stays finite, as it does in float32.
+Tensor sdpa_mask(const Tensor& mask_bias, DType dtype, int64_t B, int64_t T) {
+  if (!mask_bias.defined()) return Tensor();
+  const double lowest = dtype == DType::Float16 ? -65504.0 : -3.3895313892515355e38;
+  Tensor m = clamp(raw_cast(mask_bias.detach(), DType::Float32), lowest, std::nullopt);
+  m = raw_view(raw_contiguous(raw_cast(m, dtype)), {mask_bias.size(0), T});
+  return raw_contiguous(raw_expand(m, {B, T}));
+}
+
+// q, k, v: row-contiguous operands (strides (T * W, W, 1)); the gradients are
+// allocated in the same layout (the kernel's backward graph assumes it).
+// Undefined when the backend declines this exact problem (nothing was drawn
+// from the generator then).
+Tensor attention_sdpa(const TensorList& inputs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                      const Tensor& mask_bias, double p, bool training, Generator* gen) {
+  const int64_t B = q.size(0), T = q.size(1), C = q.size(2);
+  const bool packed = inputs.size() == 1;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(C / heads));
+  const double drop = training ? p : 0.0;
+  Generator& g = gen ? *gen : default_generator();
+  const PhiloxState st = drop > 0.0 ? g.state() : PhiloxState{};
+  const Tensor mask = sdpa_mask(mask_bias, q.dtype(), B, T);
+  Tensor out = empty_tensor({B, T, C}, q.dtype(), q.device());
+  Tensor stats = empty_tensor({B, heads, T}, DType::Float32, q.device());
+  if (!backend(q.device()).sdpa_forward(out, stats, q, k, v, mask, heads, scale, drop, st)) return Tensor();
+  if (drop > 0.0) g.next();  // the call is st: the one the forward used
+  if (should_record(inputs)) {
+    const char* name = packed ? "multi_head_attention_qkv" : "multi_head_attention";
+    // The output is saved through an alias without autograd history: the node
+    // must not own its own output (a reference cycle).
+    SavedTensor sq(q, name), sk(k, name), sv(v, name),
+        so(make_tensor(out.storage(), out.sizes(), out.strides(), out.offset(), out.dtype()), name);
+    record(name, inputs, {out}, [=](const TensorList& grads) {
+      Tensor qv = sq.get(), kv = sk.get(), vv = sv.get(), ov = so.get();
+      Tensor dout = raw_contiguous(raw_cast(grads[0], qv.dtype()));
+      Backend& be = backend(qv.device());
+      if (packed) {
+        Tensor dqkv = empty_tensor({B, T, 3 * C}, qv.dtype(), qv.device());
+        be.sdpa_backward(column_block(dqkv, 0, C), column_block(dqkv, 1, C), column_block(dqkv, 2, C), dout, qv, kv,
+                         vv, ov, stats, mask, heads, scale, drop, st);
+        return TensorList{dqkv};
+      }
+      Tensor dq = empty_tensor({B, T, C}, qv.dtype(), qv.device());
+      Tensor dk = empty_tensor({B, T, C}, qv.dtype(), qv.device());
+      Tensor dv = empty_tensor({B, T, C}, qv.dtype(), qv.device());
+      be.sdpa_backward(dq, dk, dv, dout, qv, kv, vv, ov, stats, mask, heads, scale, drop, st);
+      return TensorList{dq, dk, dv};
+    });
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const Tensor& mask_bias,
@@ -125,6 +198,11 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   KILN_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), "multi_head_attention: q, k, v dtypes differ (",
              dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ", dtype_name(v.dtype()), ")");
   check_attention_args(q, heads, mask_bias, p);
+  if (use_sdpa(q, heads, mask_bias, p, training)) {
+    Tensor out = attention_sdpa({q, k, v}, raw_contiguous(q), raw_contiguous(k), raw_contiguous(v), heads, mask_bias, p,
+                                training, gen);
+    if (out.defined()) return out;
+  }
   if (!use_fused(q, p, training)) return attention_composite(q, k, v, heads, mask_bias, p, training, gen);
   Tensor qk = kernel_operand(q), kk = kernel_operand(k), vk = kernel_operand(v);
   return attention_fused({q, k, v}, qk, kk, vk, heads, mask_bias, p, training, gen);
@@ -136,6 +214,13 @@ Tensor multi_head_attention_qkv(const Tensor& qkv, int64_t heads, const Tensor& 
   KILN_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0,
              "multi_head_attention_qkv: qkv must be (batch, seq, 3 * hidden), got ", shape_str(qkv.sizes()));
   const int64_t C = qkv.size(2) / 3;
+  if (use_sdpa(column_block(qkv, 0, C), heads, mask_bias, p, training)) {
+    check_attention_args(column_block(qkv, 0, C), heads, mask_bias, p);
+    const Tensor kq = raw_contiguous(qkv);  // q, k, v and the gradient's blocks in one layout
+    Tensor out = attention_sdpa({qkv}, column_block(kq, 0, C), column_block(kq, 1, C), column_block(kq, 2, C), heads,
+                                mask_bias, p, training, gen);
+    if (out.defined()) return out;
+  }
   if (!use_fused(qkv, p, training) || qkv.stride(2) != 1) {
     if (use_fused(qkv, p, training)) return multi_head_attention_qkv(contiguous(qkv), heads, mask_bias, p, training, gen);
     check_attention_args(column_block(qkv, 0, C), heads, mask_bias, p);
@@ -181,6 +266,59 @@ Tensor linear_fused(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       Tensor dx = need[0] ? raw_view(matmul(g2, sw.get()), xs) : Tensor();
       Tensor dw = need[1] ? matmul(transpose(g2, 0, 1), sx.get()) : Tensor();
       Tensor db = need[2] ? sum(g2, {0}) : Tensor();
+      return TensorList{dx, dw, db};
+    });
+  }
+  return out;
+}
+
+// Note [Linear and GELU]: BERT's intermediate layer is gelu(linear(x)).
+// linear_gelu hands the GEMM, the bias and the activation to the backend in
+// one call (Backend::linear_gelu) and keeps the pre-activation h = x W^T + b
+// that GELU's backward needs; its output is not saved. On the CPU (the
+// oracle) that is addmm, then the GELU kernel: the same kernels, in the same
+// order, as gelu(linear_fused(x, W, b)), so the two are bit-identical forward
+// and backward. CUDA runs the tanh form as one cuBLASLt GEMM with a GELU
+// epilogue (Note [cuBLASLt epilogues], cuda/gemm_lt.cpp). Backward:
+//   dh = GELU'(h) * g                      (the GeluBackward kernel)
+//   dx = dh W,  dW = dh^T x,  db = sum_rows(dh)
+// The DGELU epilogues fuse GELU' into the GEMM that produces g, which
+// belongs to the next layer's backward, so they have no place here.
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::string& approximate) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh", "linear_gelu: approximate must be 'none' or 'tanh', got '",
+             approximate, "'");
+  check_defined(x, "linear_gelu", "x");
+  check_defined(weight, "linear_gelu", "weight");
+  const bool tanh_form = approximate == "tanh";
+  const bool plain = !bias.defined() || autocast::is_active() || !is_floating(x.dtype()) ||
+                     weight.dtype() != x.dtype() || bias.dtype() != x.dtype() || weight.dim() != 2 ||
+                     x.dim() < 1 || bias.dim() != 1 || x.size(-1) != weight.size(1) ||
+                     bias.size(0) != weight.size(0) || x.numel() == 0 || weight.numel() == 0;
+  if (plain) return gelu(linear(x, weight, bias), approximate);  // also the place for linear's argument errors
+  check_same_device(x, weight, "linear_gelu");
+  check_same_device(x, bias, "linear_gelu");
+  const int64_t in = weight.size(1), out_f = weight.size(0), R = x.numel() / in;
+  Tensor x2 = raw_view(raw_contiguous(x), {R, in});                                  // (R, in)
+  Tensor wt = make_tensor(weight.storage(), {in, out_f}, {weight.stride(1), weight.stride(0)}, weight.offset(),
+                          weight.dtype());                                            // W^T (in, out) as a view
+  Tensor pre = empty_tensor({R, out_f}, x.dtype(), x.device());                       // h = x W^T + b
+  Tensor y = empty_tensor({R, out_f}, x.dtype(), x.device());                         // gelu(h)
+  backend(x.device()).linear_gelu(y, pre, x2, wt, raw_contiguous(bias), tanh_form);
+  Shape out_shape = x.sizes();
+  out_shape.back() = out_f;
+  Tensor out = raw_view(y, out_shape);
+  if (should_record({x, weight, bias})) {
+    const auto need = grad_mask({x, weight, bias});
+    SavedTensor sx(need[1] ? x2 : Tensor(), "linear_gelu"), sw(need[0] ? weight : Tensor(), "linear_gelu");
+    const Shape xs = x.sizes();
+    const BinaryOp dgelu = tanh_form ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
+    record("linear_gelu", {x, weight, bias}, {out}, [=](const TensorList& g) {
+      Tensor g2 = raw_view(raw_contiguous(g[0]), {R, out_f});
+      Tensor dh = empty_tensor(g2.sizes(), g2.dtype(), g2.device());  // GELU's backward, as gelu() records it
+      backend(g2.device()).binary(dgelu, dh, raw_cast(pre, g2.dtype()), g2);
+      Tensor dx = need[0] ? raw_view(matmul(dh, sw.get()), xs) : Tensor();
+      Tensor dw = need[1] ? matmul(transpose(dh, 0, 1), sx.get()) : Tensor();
+      Tensor db = need[2] ? sum(dh, {0}) : Tensor();
       return TensorList{dx, dw, db};
     });
   }
@@ -246,6 +384,12 @@ KILN_REGISTER_OP("multi_head_attention", true, [] {
 KILN_REGISTER_OP("linear_fused", true, [] {
   return S{{"3-D input", {sample_tensor({2, 3, 4}, 128), sample_tensor({5, 4}, 129), sample_tensor({5}, 130)},
             [](const L& x) { return linear_fused(x[0], x[1], x[2]); }}};
+});
+KILN_REGISTER_OP("linear_gelu", true, [] {
+  return S{{"3-D input, erf", {sample_tensor({2, 3, 4}, 131), sample_tensor({5, 4}, 132), sample_tensor({5}, 133)},
+            [](const L& x) { return linear_gelu(x[0], x[1], x[2]); }},
+           {"2-D input, tanh", {sample_tensor({3, 4}, 134), sample_tensor({6, 4}, 135), sample_tensor({6}, 136)},
+            [](const L& x) { return linear_gelu(x[0], x[1], x[2], "tanh"); }}};
 });
 KILN_REGISTER_OP("dropout_add", true, [] {
   return S{{"p=0.3 with residual", {sample_tensor({4, 6}, 125), sample_tensor({4, 6}, 126)}, [](const L& x) {

@@ -3,6 +3,8 @@
 // gradients against it) and is registered with gradient-check samples.
 #pragma once
 
+#include <string>
+
 #include "ops/ops.h"
 
 namespace kiln {
@@ -29,6 +31,11 @@ Tensor multi_head_attention_qkv(const Tensor& qkv, int64_t heads, const Tensor& 
 // the GEMM]); falls back to linear() without a bias, under autocast, or for
 // mixed dtypes.
 Tensor linear_fused(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// gelu(linear(x, weight, bias), approximate) as one op (Note [Linear and
+// GELU], ops/fused.cpp): saves the pre-activation; backward is GELU's backward
+// then linear's. Falls back to the composition where linear_fused does.
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::string& approximate = "none");
 
 // add(dropout(x, p, training, gen), residual) in one pass, with the same mask
 // (Note [Dropout and residual]); residual same shape as x, or undefined for

@@ -12,7 +12,7 @@
 //   linalg.cpp      matmul linear
 //   nn_ops.cpp      softmax log_softmax layer_norm embedding dropout cross_entropy
 //   shape_ops.cpp   cat stack split chunk index_select
-//   fused.cpp       multi_head_attention(_qkv) linear_fused dropout_add (ops/fused.h:
+//   fused.cpp       multi_head_attention(_qkv) linear_fused linear_gelu dropout_add (ops/fused.h:
 //                   each equals a composition of the ops above; used by nn/bert.cpp)
 // Shapes use B batch, T sequence, C channels, V vocabulary.
 #pragma once

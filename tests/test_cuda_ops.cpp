@@ -24,6 +24,7 @@
 #include "cuda/cuda.h"
 #include "ops/internal.h"
 #include "ops/op_registry.h"
+#include "cuda_test_util.h"
 #include "test_util.h"
 
 #ifdef KILN_WITH_CUDA
@@ -34,50 +35,10 @@ namespace kiln {
 namespace {
 
 using testing::bitwise_equal;
-
-#define KILN_REQUIRE_CUDA()                                                               \
-  do {                                                                                    \
-    if (!::kiln::cuda::is_available())                                                    \
-      GTEST_SKIP() << (::kiln::cuda_built() ? "no CUDA device" : "built without CUDA");   \
-  } while (0)
-
-const Device kGpu(DeviceType::CUDA, 0);
+using testing::kGpu;
+using testing::normalised_error;
+using testing::tolerance;
 const DType kFloatTypes[] = {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16};
-
-// Normalised-error thresholds. float32: the CPU's vectorised exp/tanh/erf are
-// within ~1e-6 of CUDA's; 16-bit: a few outputs may round the other way.
-double tolerance(DType t) {
-  switch (t) {
-    case DType::Float64: return 1e-10;
-    case DType::Float32: return 3e-5;
-    case DType::Float16: return 1e-2;
-    case DType::BFloat16: return 5e-2;
-    default: return 0.0;  // integers and bool: exact
-  }
-}
-
-// ||got - want|| / ||want|| over float64 values (both moved to the CPU);
-// +inf when shapes differ or NaNs do not line up.
-double normalised_error(const Tensor& got, const Tensor& want) {
-  if (got.sizes() != want.sizes()) return INFINITY;
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double num = 0, den = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const bool gn = std::isnan(g[i]), wn = std::isnan(w[i]);
-    if (gn || wn) {
-      if (gn != wn) return INFINITY;
-      continue;
-    }
-    if (std::isinf(g[i]) || std::isinf(w[i])) {
-      if (g[i] != w[i]) return INFINITY;
-      continue;
-    }
-    num += (g[i] - w[i]) * (g[i] - w[i]);
-    den += w[i] * w[i];
-  }
-  if (num == 0) return 0;
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
 
 ::testing::AssertionResult matches(const Tensor& gpu, const Tensor& cpu, DType dtype, const std::string& what) {
   if (gpu.device() != kGpu && gpu.device().is_cpu())

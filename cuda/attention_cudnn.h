@@ -1,0 +1,30 @@
+// Scaled-dot-product attention through cuDNN 9's fused flash-attention
+// engines (cuda/attention_cudnn.cpp, Note [cuDNN attention]). The CUDA Backend
+// (cuda/backend_cuda.cpp) forwards Backend::sdpa_* here; the contracts are the
+// ones core/backend.h states for them. Names no cuDNN type.
+#pragma once
+
+#include <cstdint>
+
+#include "core/backend.h"
+
+namespace kiln::cuda::sdpa {
+
+// Static limits of the fused engines: float16/bfloat16, head size a multiple
+// of 8 up to 128, a device of compute capability 8.0 or newer. Whether cuDNN
+// then accepts the exact graph is only known when it is built (forward()).
+bool supported(int device, DType dtype, int64_t T, int64_t head_size, bool has_mask, double p);
+
+// Builds (once per problem, cached) the forward and backward graphs and runs
+// the forward one: out (B, T, C), stats (B, heads, T) float32. Returns false,
+// having written nothing, when cuDNN has no engine for the graph (the caller
+// then takes another path); throws kiln::Error on any other cuDNN failure.
+bool forward(int device, const Tensor& out, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
+             const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st);
+
+// Runs the backward graph of the same problem (built by forward()).
+void backward(int device, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
+              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& stats, const Tensor& mask,
+              int64_t heads, double scale, double p, PhiloxState st);
+
+}  // namespace kiln::cuda::sdpa

@@ -1,0 +1,234 @@
+// Attention through cuDNN's fused scaled-dot-product attention (Note [cuDNN
+// attention], cuda/attention_cudnn.cpp) against its oracle, the CPU's float32
+// fused attention on the same (16-bit-rounded) inputs:
+//  - forward, logsumexp statistics and gradients in bfloat16 and float16,
+//    packed (B, T, 3C) and separate q/k/v, with padding masks, dropout p = 0;
+//  - dropout p = 0.1: unbiased on average, drops about p of the weights, the
+//    same mask for the same generator state (bit-identical forwards) and in
+//    backward as in forward;
+//  - cases cuDNN does not take (float32, head size not a multiple of 8) fall
+//    back to the other paths and still match the CPU.
+// Agreement is the normalised error ||cuda - cpu|| / ||cpu|| against the
+// per-dtype thresholds of tests/test_cuda_ops.cpp. Every GPU test skips
+// without a device (or without CUDA), so CI stays green.
+#include <cmath>
+#include <limits>
+
+#include "core/random.h"
+#include "cuda/cuda.h"
+#include "ops/fused.h"
+#include "ops/internal.h"
+#include "cuda_test_util.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::bitwise_equal;
+using testing::kGpu;
+using testing::normalised_error;
+using testing::tolerance;
+
+::testing::AssertionResult close(const Tensor& gpu, const Tensor& cpu, DType dtype, const std::string& what) {
+  if (!gpu.device().is_cuda()) return ::testing::AssertionFailure() << what << ": result is not on CUDA";
+  const double err = normalised_error(gpu, cpu), tol = tolerance(dtype);
+  if (err <= tol) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << " (" << dtype_name(dtype) << "): normalised error " << err << " > "
+                                       << tol;
+}
+
+// A CPU float32 tensor with values in [lo, hi), rounded through `dtype`.
+Tensor random_cpu(const Shape& shape, DType dtype, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  Tensor f = empty_tensor(shape, DType::Float64, kCPU);
+  cpu_backend().uniform(f, lo, hi, PhiloxState{seed, 0});
+  return f.to(dtype).to(DType::Float32);
+}
+
+// BERT's additive key mask (nn/bert.cpp): 0 for kept keys, float32 lowest for
+// padding; batch b keeps its first valid[b] keys.
+Tensor padding_mask(const std::vector<int64_t>& valid, int64_t T) {
+  std::vector<double> v;
+  for (int64_t n : valid)
+    for (int64_t t = 0; t < T; ++t) v.push_back(t < n ? 0.0 : static_cast<double>(std::numeric_limits<float>::lowest()));
+  return tensor(v, {static_cast<int64_t>(valid.size()), 1, 1, T}, TensorOptions(DType::Float32));
+}
+
+struct AttentionRun {
+  Tensor out;
+  TensorList grads;
+};
+
+// Attention of `dtype` on `device` over the given float32 CPU inputs, then the
+// gradients of sum(out * w).
+AttentionRun attend(const TensorList& inputs, bool packed, int64_t heads, const Tensor& mask, double p, bool training,
+           DType dtype, Device device, const Tensor& w, uint64_t seed = 7) {
+  TensorList xs;
+  for (const Tensor& x : inputs) xs.push_back(x.detach().to(device, dtype).set_requires_grad(true));
+  Generator gen(seed);
+  const Tensor m = mask.defined() ? mask.to(device) : Tensor();
+  Tensor out = packed ? multi_head_attention_qkv(xs[0], heads, m, p, training, &gen)
+                      : multi_head_attention(xs[0], xs[1], xs[2], heads, m, p, training, &gen);
+  sum(mul(out, w.to(device, dtype))).backward();
+  AttentionRun r{out.detach(), {}};
+  for (const Tensor& x : xs) r.grads.push_back(x.grad());
+  return r;
+}
+
+TEST(CudaSdpa, CpuBackendDeclines) {
+  // The contract that keeps the CPU paths exactly as they were.
+  EXPECT_FALSE(cpu_backend().sdpa_supported(DType::BFloat16, 128, 64, true, 0.1));
+  EXPECT_FALSE(cpu_backend().sdpa_supported(DType::Float16, 128, 64, false, 0.0));
+}
+
+TEST(CudaSdpa, ForwardAndBackwardMatchCpuWithPaddingMask) {
+  KILN_REQUIRE_CUDA();
+  const int64_t B = 2, T = 37, heads = 4, hs = 64, C = heads * hs;
+  const Tensor mask = padding_mask({T, 29}, T);
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    ASSERT_TRUE(backend(kGpu).sdpa_supported(dt, T, hs, true, 0.0)) << dtype_name(dt);
+    for (bool packed : {true, false}) {
+      for (bool training : {false, true}) {  // training with p = 0: no dropout graph
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (packed ? " packed" : " separate") + (training ? " train" : ""));
+        const TensorList in = packed ? TensorList{random_cpu({B, T, 3 * C}, dt, 1)}
+                                     : TensorList{random_cpu({B, T, C}, dt, 2), random_cpu({B, T, C}, dt, 3),
+                                                  random_cpu({B, T, C}, dt, 4)};
+        const Tensor w = random_cpu({B, T, C}, dt, 5);
+        const AttentionRun cpu = attend(in, packed, heads, mask, 0.0, training, DType::Float32, kCPU, w);
+        const AttentionRun gpu = attend(in, packed, heads, mask, 0.0, training, dt, kGpu, w);
+        EXPECT_EQ(gpu.out.dtype(), dt);
+        EXPECT_TRUE(close(gpu.out, cpu.out, dt, "output"));
+        ASSERT_EQ(gpu.grads.size(), cpu.grads.size());
+        for (size_t i = 0; i < gpu.grads.size(); ++i)
+          EXPECT_TRUE(close(gpu.grads[i], cpu.grads[i], dt, "grad " + std::to_string(i)));
+      }
+    }
+  }
+}
+
+// The backend call itself: cuDNN must take the graph (not a silent fallback),
+// and the saved statistics are the logsumexp of the scaled, masked scores.
+TEST(CudaSdpa, BackendForwardRunsOnCudnnWithLogsumexpStats) {
+  KILN_REQUIRE_CUDA();
+  const int64_t B = 3, T = 64, heads = 2, hs = 32, C = heads * hs;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor q = random_cpu({B, T, C}, dt, 11), k = random_cpu({B, T, C}, dt, 12), v = random_cpu({B, T, C}, dt, 13);
+    const Tensor mask = padding_mask({64, 40, 1}, T).reshape({B, T});
+    // CPU reference in float32, composed from primitives.
+    auto split = [&](const Tensor& x) { return x.reshape({B, T, heads, hs}).transpose(1, 2); };
+    Tensor s = add(mul(matmul(split(q), split(k).transpose(-1, -2)), scale), mask.reshape({B, 1, 1, T}));
+    const Tensor mx = amax(s, {-1}, true);
+    const Tensor lse = add(log(sum(exp(add(s, mul(mx, -1.0))), {-1}, true)), mx).reshape({B, heads, T});
+    const Tensor ref = matmul(softmax(s, -1), split(v)).transpose(1, 2).reshape({B, T, C});
+
+    Tensor out = empty_tensor({B, T, C}, dt, kGpu), stats = empty_tensor({B, heads, T}, DType::Float32, kGpu);
+    // The kernel takes the mask in q's dtype (ops/fused.cpp clamps -inf to the lowest finite value first).
+    const double lowest = dt == DType::Float16 ? -65504.0 : -3.3895313892515355e38;
+    const Tensor gmask = clamp(mask, lowest, std::nullopt).to(kGpu, dt);
+    ASSERT_TRUE(backend(kGpu).sdpa_forward(out, stats, q.to(kGpu, dt), k.to(kGpu, dt), v.to(kGpu, dt), gmask, heads,
+                                           scale, 0.0, PhiloxState{}))
+        << "cuDNN found no engine for the SDPA forward/backward graphs";
+    EXPECT_TRUE(close(out, ref, dt, "backend output"));
+    const double stats_err = normalised_error(stats, lse);  // float32 statistics of the same 16-bit inputs
+    EXPECT_LT(stats_err, 1e-3) << "logsumexp stats";
+  }
+}
+
+// Dropout from cuDNN's Philox. q = k = 0 makes every weight 1/T; with T == hs
+// and v the identity per head, out[b, i, h, j] = keep(b, h, i, j) / (T (1-p)),
+// so the output shows the keep mask; backward with dO = the identity gives
+// dV[b, j, h, i] = the same mask transposed.
+TEST(CudaSdpa, DropoutMaskIsUnbiasedReproducibleAndSharedWithBackward) {
+  KILN_REQUIRE_CUDA();
+  const int64_t B = 2, T = 64, heads = 4, hs = 64, C = heads * hs;
+  const double p = 0.1;
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    ASSERT_TRUE(backend(kGpu).sdpa_supported(dt, T, hs, false, p));
+    std::vector<double> eye(static_cast<size_t>(B * T * C), 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < heads; ++h) eye[static_cast<size_t>((b * T + t) * C + h * hs + t)] = 1.0;
+    const Tensor ident = tensor(eye, {B, T, C}, TensorOptions(DType::Float32));
+    const Tensor zero = zeros({B, T, C});
+    const AttentionRun run = attend({zero, zero, ident}, false, heads, Tensor(), p, true, dt, kGpu, ident, 21);
+
+    const std::vector<double> o = run.out.to(DType::Float64).cpu().to_vector<double>();
+    const std::vector<double> dv = run.grads[2].to(DType::Float64).cpu().to_vector<double>();
+    const double kept_value = 1.0 / (static_cast<double>(T) * (1.0 - p));
+    int64_t dropped = 0, mismatched = 0;
+    double total = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t j = 0; j < hs; ++j) {
+            const double oi = o[static_cast<size_t>((b * T + i) * C + h * hs + j)];
+            const double dvi = dv[static_cast<size_t>((b * T + j) * C + h * hs + i)];
+            dropped += oi == 0.0;
+            total += oi;
+            mismatched += (oi == 0.0) != (dvi == 0.0) || std::abs(oi - dvi) > 1e-2 * kept_value;
+            EXPECT_TRUE(oi == 0.0 || std::abs(oi - kept_value) < 1e-2 * kept_value) << oi;
+          }
+    const double n = static_cast<double>(B * T * heads * hs);
+    EXPECT_NEAR(static_cast<double>(dropped) / n, p, 0.01);  // std about 0.0017
+    // Unbiased: the mean output equals the no-dropout mean 1/T (ratio 1 within 1%).
+    EXPECT_NEAR(total / n * static_cast<double>(T), 1.0, 0.01);
+    EXPECT_EQ(mismatched, 0) << "backward dropped other elements than forward";
+
+    // Same generator state: bit-identical; the next call on one generator: another mask.
+    const AttentionRun again = attend({zero, zero, ident}, false, heads, Tensor(), p, true, dt, kGpu, ident, 21);
+    EXPECT_TRUE(bitwise_equal(again.out, run.out));
+    EXPECT_TRUE(bitwise_equal(again.grads[2], run.grads[2]));
+    Generator gen(21);
+    const Tensor z = zero.to(kGpu, dt), vi = ident.to(kGpu, dt);
+    const Tensor first = multi_head_attention(z, z, vi, heads, Tensor(), p, true, &gen);
+    const Tensor second = multi_head_attention(z, z, vi, heads, Tensor(), p, true, &gen);
+    EXPECT_TRUE(bitwise_equal(first, run.out));
+    EXPECT_GT(normalised_error(second, first), 0.1);
+  }
+}
+
+// Statistically the same attention as the CPU's with dropout: on random
+// inputs the mean output over many draws matches the no-dropout output.
+TEST(CudaSdpa, DropoutOutputMeanMatchesNoDropout) {
+  KILN_REQUIRE_CUDA();
+  const int64_t B = 2, T = 128, heads = 4, hs = 64, C = heads * hs;
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const TensorList in = {random_cpu({B, T, 3 * C}, dt, 31, -1.0, 1.0)};
+    Tensor v_pos = random_cpu({B, T, 3 * C}, dt, 32, 0.5, 1.5);  // positive values: no cancellation in the ratio
+    Tensor qkv = in[0].clone();
+    qkv.narrow(2, 2 * C, C).copy_(v_pos.narrow(2, 2 * C, C));
+    const Tensor w = ones({B, T, C});
+    const AttentionRun plain = attend({qkv}, true, heads, Tensor(), 0.0, true, dt, kGpu, w);
+    const AttentionRun dropped = attend({qkv}, true, heads, Tensor(), 0.1, true, dt, kGpu, w);
+    const double ratio = sum(dropped.out.to(DType::Float64)).item<double>() / sum(plain.out.to(DType::Float64)).item<double>();
+    EXPECT_NEAR(ratio, 1.0, 0.01);
+    EXPECT_GT(normalised_error(dropped.out, plain.out), 1e-2);  // dropout did happen
+  }
+}
+
+// What cuDNN does not take runs the other paths and still matches the CPU.
+TEST(CudaSdpa, UnsupportedCasesFallBackAndMatchCpu) {
+  KILN_REQUIRE_CUDA();
+  const Tensor mask = padding_mask({16, 9}, 16);
+  struct Case {
+    DType dt;
+    int64_t heads, hs;
+  };
+  for (const Case& c : {Case{DType::Float32, 2, 64}, Case{DType::Float16, 2, 12}, Case{DType::BFloat16, 3, 20}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.dt)) + " head size " + std::to_string(c.hs));
+    EXPECT_FALSE(backend(kGpu).sdpa_supported(c.dt, 16, c.hs, true, 0.0));
+    const int64_t C = c.heads * c.hs;
+    const TensorList in = {random_cpu({2, 16, 3 * C}, c.dt, 41)};
+    const Tensor w = random_cpu({2, 16, C}, c.dt, 42);
+    const AttentionRun cpu = attend(in, true, c.heads, mask, 0.0, false, DType::Float32, kCPU, w);
+    const AttentionRun gpu = attend(in, true, c.heads, mask, 0.0, false, c.dt, kGpu, w);
+    EXPECT_TRUE(close(gpu.out, cpu.out, c.dt, "output"));
+    EXPECT_TRUE(close(gpu.grads[0], cpu.grads[0], c.dt, "grad"));
+  }
+}
+
+}  // namespace
+}  // namespace kiln
