@@ -11,6 +11,7 @@
 #include <map>
 #include <thread>
 
+#include "cuda/cuda.h"
 #include "kiln.h"
 #include "nn/bert.h"
 #include "optim/optim.h"
@@ -31,9 +32,9 @@ Tensor randn_f32(const Shape& s, uint64_t seed) {
 
 // ---- autocast policy ----------------------------------------------------------
 
-// One call per op in the policy table, given inputs of dtype `dt`.
-std::map<std::string, std::function<Tensor(DType)>> policy_probes() {
-  auto in = [](const Shape& s, uint64_t seed, DType dt) { return to_dtype(randn_f32(s, seed), dt); };
+// One call per op in the policy table, given inputs of dtype `dt` on `device`.
+std::map<std::string, std::function<Tensor(DType)>> policy_probes(Device device = kCPU) {
+  auto in = [device](const Shape& s, uint64_t seed, DType dt) { return to_dtype(randn_f32(s, seed), dt).to(device); };
   return {
       {"matmul", [=](DType dt) { return matmul(in({2, 3, 4}, 1, dt), in({2, 4, 5}, 2, dt)); }},
       {"linear", [=](DType dt) { return linear(in({3, 4}, 3, dt), in({5, 4}, 4, dt), in({5}, 5, dt)); }},
@@ -41,14 +42,14 @@ std::map<std::string, std::function<Tensor(DType)>> policy_probes() {
       {"log_softmax", [=](DType dt) { return log_softmax(in({3, 4}, 7, dt), -1); }},
       {"layer_norm", [=](DType dt) { return layer_norm(in({3, 4}, 8, dt), {4}, in({4}, 9, dt), in({4}, 10, dt)); }},
       {"cross_entropy",
-       [=](DType dt) { return cross_entropy(in({3, 4}, 11, dt), tensor_from({0, 3, 1}, {3}, DType::Int64)); }},
+       [=](DType dt) { return cross_entropy(in({3, 4}, 11, dt), tensor_from({0, 3, 1}, {3}, DType::Int64).to(device)); }},
       {"sum", [=](DType dt) { return sum(in({3, 4}, 12, dt), {1}); }},
       {"mean", [=](DType dt) { return mean(in({3, 4}, 13, dt)); }},
   };
 }
 
-TEST(Autocast, EveryOpInThePolicyTableRunsInItsClassDtype) {
-  auto probes = policy_probes();
+void expect_policy_dtypes(Device device) {
+  auto probes = policy_probes(device);
   ASSERT_EQ(probes.size(), autocast::policy().size()) << "a policy entry has no probe here (or a probe no entry)";
   for (DType low : {DType::BFloat16, DType::Float16}) {
     for (const autocast::PolicyEntry& e : autocast::policy()) {
@@ -75,6 +76,14 @@ TEST(Autocast, EveryOpInThePolicyTableRunsInItsClassDtype) {
       }
     }
   }
+}
+
+TEST(Autocast, EveryOpInThePolicyTableRunsInItsClassDtype) { expect_policy_dtypes(kCPU); }
+
+// The same table on a GPU (tools/gpu_check.sh runs Cuda*; skipped without one).
+TEST(CudaAutocast, EveryOpInThePolicyTableRunsInItsClassDtype) {
+  if (!cuda::is_available()) GTEST_SKIP() << (cuda_built() ? "no CUDA device" : "built without CUDA");
+  expect_policy_dtypes(Device(DeviceType::CUDA, 0));
 }
 
 TEST(Autocast, CastsExactlyAsThePolicySays) {
@@ -574,15 +583,17 @@ enum class Amp { None, BF16, FP16Scaled };
 // Losses of 20 AdamW steps of a tiny BertForMaskedLM on a fixed batch, from
 // the same initial weights, under the given precision.
 std::vector<double> train_tiny_bert(Amp amp, std::vector<Tensor>* final_params = nullptr,
-                                    std::vector<Tensor>* initial_params = nullptr) {
+                                    std::vector<Tensor>* initial_params = nullptr, Device device = kCPU) {
   manual_seed(11);
   nn::BertForMaskedLM m(tiny_bert());
   if (initial_params)
     for (const Tensor& p : m.parameters()) initial_params->push_back(p.detach().clone());
+  m.to(device);  // before the optimizer, which holds the parameter tensors
   Generator g(12);
   Tensor ids = randint(1, 64, {4, 16}, {}, &g);
-  Tensor labels = to_dtype(where(lt(rand({4, 16}, {}, &g), 0.25), ids, -100.0), DType::Int64);
-  Tensor mask = ones({4, 16}, DType::Int64);
+  Tensor labels = to_dtype(where(lt(rand({4, 16}, {}, &g), 0.25), ids, -100.0), DType::Int64).to(device);
+  Tensor mask = ones({4, 16}, DType::Int64).to(device);
+  ids = ids.to(device);
   optim::AdamW opt(m.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
   optim::GradScalerOptions so;
   so.enabled = amp == Amp::FP16Scaled;
@@ -603,7 +614,8 @@ std::vector<double> train_tiny_bert(Amp amp, std::vector<Tensor>* final_params =
     scaler.update();
     losses.push_back(loss.item<double>());
   }
-  if (final_params) *final_params = m.parameters();
+  if (final_params)
+    for (const Tensor& p : m.parameters()) final_params->push_back(p.detach().to(kCPU));
   return losses;
 }
 
@@ -640,6 +652,23 @@ TEST(MixedPrecision, TinyBertTracksAFloat32RunOver20AdamWSteps) {
   }
   EXPECT_LT(std::sqrt(gap_bf), 0.05 * std::sqrt(moved));
   EXPECT_LT(std::sqrt(gap_fp), 0.01 * std::sqrt(moved));
+}
+
+// The same runs on a GPU against the CPU's float32 run, with the same bounds
+// (dropout is off, so the GPU runs the same computation up to rounding).
+TEST(CudaMixedPrecision, TinyBertOnTheGpuTracksTheCpuFloat32Run) {
+  if (!cuda::is_available()) GTEST_SKIP() << (cuda_built() ? "no CUDA device" : "built without CUDA");
+  const Device gpu(DeviceType::CUDA, 0);
+  const std::vector<double> f32 = train_tiny_bert(Amp::None);
+  const std::vector<double> gpu32 = train_tiny_bert(Amp::None, nullptr, nullptr, gpu);
+  const std::vector<double> bf16 = train_tiny_bert(Amp::BF16, nullptr, nullptr, gpu);
+  const std::vector<double> fp16 = train_tiny_bert(Amp::FP16Scaled, nullptr, nullptr, gpu);
+  for (size_t i = 0; i < f32.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i));
+    EXPECT_NEAR(gpu32[i], f32[i], 1e-4 * f32[i]);
+    EXPECT_NEAR(bf16[i], f32[i], 3e-3 * f32[i]);
+    EXPECT_NEAR(fp16[i], f32[i], 5e-4 * f32[i]);
+  }
 }
 
 }  // namespace

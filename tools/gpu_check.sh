@@ -4,11 +4,18 @@
 #
 #   1. gpu        what nvidia-smi reports (name, memory, driver)
 #   2. build      cmake + ninja with -DKILN_CUDA=ON (kiln, kiln_tests, kiln_cli)
-#   3. cuda-ops   tests/test_cuda_ops.cpp: every registry op and every kernel
-#                 on CUDA against the CPU (normalised-error thresholds per dtype),
-#                 tensors, streams, events, copies
+#   3. cuda-ops   the Cuda* tests: every registry op and every kernel on CUDA
+#                 against the CPU (normalised-error thresholds per dtype),
+#                 tensors, streams, events, copies (tests/test_cuda_ops.cpp),
+#                 fused kernels and optimizers (test_cuda_fused.cpp), cuDNN
+#                 attention (test_cuda_sdpa.cpp), autocast and mixed-precision
+#                 training on the GPU (test_amp.cpp), batch staging
+#                 (test_device_staging.cpp)
 #   4. allocator  the caching-allocator tests (CPU-side simulated device) and
 #                 the allocator tests on the real device
+#   4b. nccl      a one-rank NCCL group runs every collective on the GPU
+#                 (tests/dist/test_collectives.cpp, CudaNccl*) and `kiln bench
+#                 allreduce --backend nccl`
 #   5. memcheck   compute-sanitizer --tool memcheck over the CUDA kernel tests
 #   6. bench      `kiln bench train --device cuda` for BERT-base at sequence
 #                 length 128, when the kiln command has that subcommand
@@ -99,7 +106,7 @@ if [ $DO_BUILD -eq 1 ]; then
   start=$(date +%s)
   if cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
         "-DCMAKE_CUDA_ARCHITECTURES=$ARCH" >"$BUILD/configure.log" 2>&1 &&
-     timeout 300 ninja -C "$BUILD" -j"$JOBS" kiln kiln_tests kiln_cli; then
+     timeout 300 ninja -C "$BUILD" -j"$JOBS" kiln kiln_tests kiln_cli kiln_dist_tests; then
     record build pass $(( $(date +%s) - start )) "arch $ARCH"
   else
     tail -30 "$BUILD/configure.log"
@@ -114,11 +121,19 @@ KILN=$BUILD/bin/kiln
 # ---- 3. CUDA ops against the CPU ---------------------------------------------------------------
 if [ -x "$TESTS" ]; then
   run_step cuda-ops 240 "registry ops + kernels vs CPU" \
-    "$TESTS" --gtest_filter='Cuda*' --gtest_brief=1
+    "$TESTS" --gtest_filter='Cuda*:DeviceStaging*' --gtest_brief=1
   # ---- 4. allocator: CPU-side simulated device, then on the device -------------------------------
   run_step allocator 120 "simulated + on device" \
     "$TESTS" --gtest_filter='CachingAllocator*:PinnedHostAllocator*:HostHeapMemory*:CudaMemory*:CudaAllocator*' \
     --gtest_brief=1
+  # ---- 4b. the one-rank NCCL group: every collective on the GPU, then its bandwidth ----------
+  if [ -x "$BUILD/tests/kiln_dist_tests" ]; then
+    run_step nccl 90 "one-rank group, all collectives" \
+      "$BUILD/tests/kiln_dist_tests" --gtest_filter='CudaNccl*' --gtest_brief=1
+    [ -x "$KILN" ] && run_step nccl-bench 60 "bench allreduce, one rank" "$KILN" bench allreduce --backend nccl
+  else
+    record nccl FAIL 0 "no test binary at $BUILD/tests/kiln_dist_tests"
+  fi
   # ---- 5. compute-sanitizer memcheck ------------------------------------------------------------
   if [ $QUICK -eq 1 ]; then
     record memcheck skipped 0 "--quick"
@@ -130,7 +145,7 @@ if [ -x "$TESTS" ]; then
     CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     run_step memcheck 200 "no errors" \
       "$CS" --tool memcheck --error-exitcode 99 --leak-check no \
-      "$TESTS" --gtest_filter='CudaKernels.*:CudaTensor.*:CudaCopy.*:CudaOpsEndToEnd.*' --gtest_brief=1
+      "$TESTS" --gtest_filter='CudaKernels.*:CudaTensor.*:CudaCopy.*:CudaOpsEndToEnd.*:CudaFused.*' --gtest_brief=1
   fi
 else
   for s in cuda-ops allocator memcheck; do record $s FAIL 0 "no test binary at $TESTS"; done

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "../test_util.h"
+#include "cuda/cuda.h"
 #include "dist/process_group.h"
 #include "tests/dist/dist_test_util.h"
 
@@ -159,6 +160,30 @@ TEST(Collectives, NcclNeedsACudaBuild) {
   if (nccl_built()) GTEST_SKIP() << "built with NCCL";
   ProcessGroupPtr self = default_process_group();
   EXPECT_KILN_ERROR(new_nccl_group(self, -1, 10), cuda_built() ? "built without NCCL" : "built without CUDA");
+}
+
+// The one-rank NCCL path on a GPU (tools/gpu_check.sh; skipped without NCCL
+// or a GPU): every collective runs and, over one rank, leaves the values as
+// they are; a CPU tensor is refused with the group's device in the message.
+TEST(CudaNccl, OneRankGroupRunsEveryCollectiveOnTheGpu) {
+  if (!nccl_built() || !cuda::is_available()) GTEST_SKIP() << "needs NCCL and a GPU";
+  ProcessGroupPtr nccl = new_nccl_group(new_single_group(30), 0, 30);
+  EXPECT_EQ(nccl->backend(), "nccl");
+  EXPECT_EQ(nccl->size(), 1);
+  const Device gpu(DeviceType::CUDA, 0);
+  for (DType dtype : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor t = rank_tensor(0, 1000, dtype).to(gpu);
+    const std::vector<double> before = t.to_vector<double>();
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) nccl->all_reduce(t, op);
+    nccl->all_reduce_async(t, ReduceOp::Avg)->wait();
+    nccl->broadcast(t, 0);
+    EXPECT_EQ(t.to_vector<double>(), before);
+    EXPECT_EQ(nccl->all_gather(t).select(0, 0).to_vector<double>(), before);
+  }
+  nccl->barrier();
+  Tensor cpu = rank_tensor(0, 4, DType::Float32);
+  EXPECT_KILN_ERROR(nccl->all_reduce(cpu), "cuda");
 }
 
 TEST(Collectives, SingleGroupIsTheIdentity) {
