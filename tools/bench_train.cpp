@@ -13,13 +13,16 @@
 // masked tokens. MFU = model FLOP/s over the 1024^3 float32 GEMM rate
 // measured in the same process just before the shape. loader_wait = time inside DataLoader::next()
 // over the timed steps' wall time.
-// --device cuda[:N]: model, batches and optimizer state on the GPU, the GEMM
-// peak measured there too; each timed call ends with cuda::synchronize() so
-// the times cover the queued kernels.
+// --device cuda[:N]: model, batches (pinned, copied on a side stream) and
+// optimizer state on the GPU, the GEMM peak measured there too; each timed
+// call ends with cuda::synchronize() so the times cover the queued kernels.
+// --amp bf16|fp16: the forward under autocast (fp16 with the grad scaler), as
+// `kiln pretrain --amp`; the peak is then the 16-bit GEMM's.
 #include <cstdio>
 #include <string>
 
 #include "data/dataloader.h"
+#include "data/device_staging.h"
 #include "cuda/cuda.h"
 #include "data/pretraining.h"
 #include "kiln.h"
@@ -37,6 +40,7 @@ struct TrainBenchOptions {
   int steps = 5;
   int workers = 2;
   std::string device = "cpu";
+  std::string amp = "none";  // none | bf16 | fp16 (fp16 with dynamic loss scaling), as kiln pretrain --amp
 };
 
 int64_t default_batch(const std::string& shape) {
@@ -50,9 +54,9 @@ void sync(Device device) {
   if (!device.is_cpu()) cuda::synchronize(device.index);
 }
 
-// GFLOP/s of a 1024^3 float32 matmul on `device` (median of 10).
-double gemm_peak_gflops(Device device) {
-  Tensor a = randn({1024, 1024}).to(device), b = randn({1024, 1024}).to(device);
+// GFLOP/s of a 1024^3 matmul of `dtype` on `device` (median of 10).
+double gemm_peak_gflops(Device device, DType dtype) {
+  Tensor a = randn({1024, 1024}).to(dtype).to(device), b = randn({1024, 1024}).to(dtype).to(device);
   const double t = median_seconds(
       [&] {
         matmul(a, b);
@@ -94,8 +98,11 @@ int run_train_bench(const TrainBenchOptions& o) {
     KILN_CHECK(device.index < cuda::device_count(), "--device ", o.device, ": no such CUDA device (",
                cuda::device_count(), " visible)");
   }
+  const bool amp = o.amp != "none";
+  const DType amp_dtype = o.amp == "fp16" ? DType::Float16 : DType::BFloat16;
   for (const std::string& shape : o.shapes) {
-    const double peak = gemm_peak_gflops(device);  // beside each shape: the machine's speed drifts
+    // Beside each shape (the machine's speed drifts), in the GEMMs' dtype.
+    const double peak = gemm_peak_gflops(device, amp ? amp_dtype : DType::Float32);
     const BertConfig c = BertConfig::preset(shape);
     const int64_t batch = o.batch > 0 ? o.batch : default_batch(shape);
     manual_seed(0);
@@ -107,17 +114,25 @@ int run_train_bench(const TrainBenchOptions& o) {
     data::DataLoader<data::PretrainingExample, data::PretrainingBatch> loader(
         dataset,
         std::make_shared<data::BatchSampler>(std::make_shared<data::SequentialSampler>(dataset->size()), batch),
-        [](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, 0); },
-        data::DataLoaderOptions{.num_workers = o.workers, .seed = 0});
+        data::pinned_collate<data::PretrainingExample, data::PretrainingBatch>(
+            [](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, 0); }, device),
+        data::DataLoaderOptions{.num_workers = o.workers, .seed = 0},
+        data::device_transfer<data::PretrainingBatch>(device));  // Note [Batch staging]
+    optim::GradScalerOptions so;
+    so.enabled = o.amp == "fp16";
+    optim::GradScaler scaler(so);
     int64_t masked = 0;
     auto step = [&] {
       data::PretrainingBatch b = *loader.next();
-      if (!device.is_cpu())
-        for (Tensor* t : {&b.input_ids, &b.attention_mask, &b.token_type_ids, &b.labels}) *t = t->to(device);
       opt.zero_grad();
-      nn::MaskedLMOutput out = model.forward(b.input_ids, b.attention_mask, b.token_type_ids, b.labels);
-      out.loss.backward();
-      opt.step();
+      nn::MaskedLMOutput out;
+      {
+        AutocastGuard autocast(amp_dtype, amp);
+        out = model.forward(b.input_ids, b.attention_mask, b.token_type_ids, b.labels);
+      }
+      scaler.scale(out.loss).backward();
+      scaler.step(opt);
+      scaler.update();
       masked += out.logits.size(0);
       sync(device);
     };
@@ -157,6 +172,9 @@ const BenchRegistrar reg("train", [](CLI::App& bench) {
   cmd->add_option("--steps", o->steps, "timed steps (median)")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--workers", o->workers, "data-loader workers")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--amp", o->amp, "mixed precision: none, bf16 or fp16 (fp16 with loss scaling)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
+      ->capture_default_str();
   return [o] { return run_train_bench(*o); };
 });
 

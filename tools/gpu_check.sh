@@ -162,11 +162,13 @@ if [ -x "$KILN" ] && "$KILN" bench train --help >/dev/null 2>&1; then
   grep -q -- '--shape' <<<"$HELP" && ARGS+=(--shape bert-base)
   grep -q -- '--seq' <<<"$HELP" && ARGS+=(--seq "$SEQ")
   grep -q -- '--batch' <<<"$HELP" && ARGS+=(--batch "$BATCH")
+  grep -q -- '--amp' <<<"$HELP" && ARGS+=(--amp bf16)  # as the PyTorch side below
   echo "kiln bench train ${ARGS[*]}"
   timeout 150 "$KILN" bench train "${ARGS[@]}" 2>&1 | tee "$LOGDIR/bench_train.txt"
   rc=${PIPESTATUS[0]}
-  # the sequences/s figure, whatever the exact wording of the line
-  KILN_SEQS=$(grep -ioE '([0-9]+(\.[0-9]+)?) *(seq(uence)?s?/s)' "$LOGDIR/bench_train.txt" | tail -1 | grep -oE '^[0-9.]+')
+  # sequences/s = tokens_per_s / seq from the `bench train shape=... tokens_per_s=N` line
+  KILN_SEQS=$(sed -n 's/^bench train shape=.* seq=\([0-9]*\) .*tokens_per_s=\([0-9.]*\).*/\2 \1/p' \
+                "$LOGDIR/bench_train.txt" | tail -1 | awk '{ if ($2 > 0) printf "%.1f", $1 / $2 }')
   if [ "$rc" -eq 0 ]; then record bench pass $(( $(date +%s) - start )) "${KILN_SEQS:-?} seq/s"
   else record bench FAIL $(( $(date +%s) - start )) "exit status $rc"; fi
 else
