@@ -118,6 +118,14 @@ class Backend {
   //   probs = softmax(q_h k_h^T * scale + mask_b)  -> probs (B, heads, T, T)
   //   ctx_h = (probs * keep * keep_scale) v_h      -> ctx (B, T, C) contiguous
   virtual bool has_fused_attention() const { return false; }
+  // Scaled masked softmax (scaled_masked_softmax, ops/nn_ops.cpp), optional:
+  // out = softmax over the last dim of (x * scale + mask) in one pass.
+  // x and out (R, C) contiguous, one floating dtype; mask (Rm, C) contiguous
+  // of x's dtype with R a multiple of Rm (row r takes mask row r / (R / Rm)),
+  // or undefined. Backends without it (the CPU) leave has_masked_softmax()
+  // false and the op composes mul, add and softmax instead.
+  virtual bool has_masked_softmax() const { return false; }
+  virtual void scaled_masked_softmax(const Tensor& out, const Tensor& x, const Tensor& mask, double scale);
   // Dropout applied and residual added in one pass (dropout_add, ops/fused.cpp):
   // out = x * (keep ? scale : 0) + residual; keep bool; residual undefined: no
   // add. All the same shape, contiguous. The default composes copy and binary.

@@ -67,6 +67,11 @@ class CudaBackend final : public Backend {
     detail::DeviceGuard g(device_);
     kernels::softmax_backward(dx, y, dy, log);
   }
+  bool has_masked_softmax() const override { return true; }
+  void scaled_masked_softmax(const Tensor& o, const Tensor& x, const Tensor& mask, double scale) override {
+    detail::DeviceGuard g(device_);
+    kernels::scaled_masked_softmax(o, x, mask, scale);
+  }
   void layer_norm(const Tensor& y, const Tensor& m, const Tensor& r, const Tensor& x, const Tensor& w,
                   const Tensor& b, double eps) override {
     detail::DeviceGuard g(device_);

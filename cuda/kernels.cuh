@@ -61,6 +61,8 @@ bool linear_gelu_tanh(const Tensor& out, const Tensor& preact, const Tensor& a, 
 // nn_kernels.cu
 void softmax(const Tensor& out, const Tensor& in, bool log);
 void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log);
+// out = softmax(x * scale + mask[row / (R / Rm)]) per row; x, out (R, C), mask (Rm, C) or undefined
+void scaled_masked_softmax(const Tensor& out, const Tensor& x, const Tensor& mask, double scale);
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
                 const Tensor& bias, double eps);
 void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,

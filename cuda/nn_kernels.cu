@@ -63,6 +63,29 @@ __global__ void softmax_kernel(T* y, const T* x, int64_t C, bool log) {
   }
 }
 
+// Attention's normalisation in one pass (scaled_masked_softmax, ops/nn_ops.cpp):
+// row r of x scaled and shifted by mask row r / rows_per_mask (mask may be
+// null), then softmax, all in the accumulation type. The CPU composes mul,
+// add and softmax, rounding to T after each; this rounds once.
+template <typename T>
+__global__ void scaled_masked_softmax_kernel(T* y, const T* x, const T* mask, int64_t rows_per_mask, int64_t C,
+                                             acc_t<T> scale) {
+  using A = acc_t<T>;
+  const T* xr = x + blockIdx.x * C;
+  const T* mr = mask ? mask + (blockIdx.x / rows_per_mask) * C : nullptr;
+  T* yr = y + blockIdx.x * C;
+  auto value = [&](int64_t c) { return to_acc(xr[c]) * scale + (mr ? to_acc(mr[c]) : A(0)); };
+  A mx = -std::numeric_limits<A>::infinity();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) mx = MaxOp{}(mx, value(c));
+  mx = block_all_reduce(mx, MaxOp{});
+  if (mx == -std::numeric_limits<A>::infinity()) mx = 0;  // all -inf row: exp() gives 0s, sum 0
+  A sum = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) sum += m_exp(value(c) - mx);
+  sum = block_all_reduce(sum, SumOp{});
+  const A inv = A(1) / sum;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = from_acc<T>(m_exp(value(c) - mx) * inv);
+}
+
 template <typename T>
 __global__ void softmax_backward_kernel(T* dx, const T* y, const T* dy, int64_t C, bool log) {
   using A = acc_t<T>;
@@ -230,6 +253,22 @@ void softmax(const Tensor& out, const Tensor& in, bool log) {
     using T = typename decltype(tag)::type;
     softmax_kernel<T><<<static_cast<unsigned>(R), threads_for(C), 0, stream_of(out)>>>(ptr<T>(out), ptr<T>(in), C,
                                                                                        log);
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void scaled_masked_softmax(const Tensor& out, const Tensor& x, const Tensor& mask, double scale) {
+  const int64_t C = x.size(-1), R = x.numel() / std::max<int64_t>(C, 1);
+  if (R == 0 || C == 0) return;
+  check_rows(R);
+  const int64_t mask_rows = mask.defined() ? mask.numel() / C : 1;
+  KILN_CHECK(mask_rows > 0 && R % mask_rows == 0, "scaled_masked_softmax: ", R, " rows do not repeat ", mask_rows,
+             " mask rows");
+  dispatch_device_floating(x.dtype(), "scaled_masked_softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scaled_masked_softmax_kernel<T><<<static_cast<unsigned>(R), threads_for(C), 0, stream_of(out)>>>(
+        ptr<T>(out), ptr<T>(x), opt_ptr<T>(mask), R / mask_rows, C,
+        static_cast<acc_t<T>>(scale));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

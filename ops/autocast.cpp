@@ -21,6 +21,7 @@ const std::vector<PolicyEntry>& policy() {
   static const std::vector<PolicyEntry> kAutocastPolicy = {
       {"matmul", OpClass::LowPrecision},      {"linear", OpClass::LowPrecision},
       {"softmax", OpClass::Float32},          {"log_softmax", OpClass::Float32},
+      {"scaled_masked_softmax", OpClass::Float32},
       {"layer_norm", OpClass::Float32},       {"cross_entropy", OpClass::Float32},
       {"sum", OpClass::Float32},              {"mean", OpClass::Float32},
   };

@@ -15,7 +15,8 @@
 // composite's arithmetic in its order, so the two agree to rounding of the
 // GEMMs. Devices without the kernel (Backend::has_fused_attention) and
 // autocast scopes (Note [Autocast policy] casts the attention GEMMs) run the
-// composite itself. float16/bfloat16 attention on a device with a vendor
+// composite itself: batched GEMMs around scaled_masked_softmax, which is one
+// fused scale + mask + softmax kernel on CUDA. float16/bfloat16 attention on a device with a vendor
 // kernel (Backend::sdpa_supported; cuDNN on CUDA, Note [cuDNN attention])
 // runs there instead, before either path: it saves q, k, v, the output and
 // the (B, heads, T) float32 logsumexp, not the probabilities, and its dropout
@@ -39,9 +40,9 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, in
                            double p, bool training, Generator* gen) {
   const int64_t B = q.size(0), T = q.size(1), C = q.size(2);
   auto split = [&](const Tensor& x) { return reshape(x, {B, T, heads, C / heads}).transpose(1, 2); };
-  Tensor scores = mul(matmul(split(q), split(k).transpose(-1, -2)), 1.0 / std::sqrt(static_cast<double>(C / heads)));
-  if (mask_bias.defined()) scores = add(scores, mask_bias);
-  Tensor probs = dropout(softmax(scores, -1), p, training, gen);
+  Tensor scores = matmul(split(q), split(k).transpose(-1, -2));  // (B, NH, T, T)
+  Tensor probs = dropout(scaled_masked_softmax(scores, 1.0 / std::sqrt(static_cast<double>(C / heads)), mask_bias), p,
+                         training, gen);
   return matmul(probs, split(v)).transpose(1, 2).reshape({B, T, C});
 }
 

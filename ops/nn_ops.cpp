@@ -71,6 +71,58 @@ Tensor log_softmax(const Tensor& x_in, int64_t dim) {
   return softmax_impl(x, dim, true);
 }
 
+namespace {
+
+// mask as the fused kernel takes it, (Rm, C) rows of x's last dim with x's
+// R rows a multiple of Rm: a contiguous mask of x's dtype whose leading dims
+// are either all 1 or x's leading dims up to some point and 1 after it
+// ((B, 1, 1, T) for x (B, NH, T, T)). Undefined when the kernel cannot take it.
+Tensor mask_rows(const Tensor& x, const Tensor& mask) {
+  if (mask.dim() != x.dim() || mask.dtype() != x.dtype() || !mask.is_contiguous() || mask.size(-1) != x.size(-1))
+    return Tensor();
+  int64_t d = 0, rows = 1;
+  while (d < x.dim() - 1 && mask.size(d) == x.size(d)) rows *= mask.size(d++);
+  for (int64_t e = d; e < x.dim() - 1; ++e)
+    if (mask.size(e) != 1) return Tensor();
+  return raw_view(mask, {rows, x.size(-1)});
+}
+
+}  // namespace
+
+Tensor scaled_masked_softmax(const Tensor& x_in, double scale, const Tensor& mask_in) {
+  Tensor x = x_in, mask = mask_in;
+  autocast::cast_inputs("scaled_masked_softmax", x, mask);  // Note [Autocast policy]
+  check_defined(x, "scaled_masked_softmax", "x");
+  KILN_CHECK(is_floating(x.dtype()) && x.dim() >= 1, "scaled_masked_softmax: expected a floating-point tensor of at "
+             "least one dim, got ", x.str());
+  if (mask.defined()) check_same_device(x, mask, "scaled_masked_softmax");
+  Backend& be = backend(x.device());
+  const Tensor mrows = mask.defined() ? mask_rows(x, mask) : Tensor();
+  const bool fused = be.has_masked_softmax() && x.numel() > 0 && (!mask.defined() || mrows.defined()) &&
+                     !(mask.defined() && grad_enabled() && mask.requires_grad());
+  if (!fused) {  // the composition (the CPU; the oracle of the fused kernels)
+    Tensor s = mul(x, scale);
+    return softmax(mask.defined() ? add(s, mask) : s, -1);
+  }
+  const int64_t C = x.size(-1);
+  Tensor xr = raw_view(raw_contiguous(x), {x.numel() / C, C});
+  Tensor y = empty_tensor(xr.sizes(), x.dtype(), x.device());
+  be.scaled_masked_softmax(y, xr, mrows, scale);
+  Tensor out = raw_view(y, x.sizes());
+  if (should_record({x})) {
+    SavedTensor sy(y, "scaled_masked_softmax");
+    record("scaled_masked_softmax", {x}, {out}, [=](const TensorList& g) {
+      // dx = scale * softmax_backward(y, dy): the composition's two steps in its order.
+      Tensor yy = sy.get();
+      Tensor dy = raw_view(raw_contiguous(raw_cast(g[0], yy.dtype())), yy.sizes());
+      Tensor dx = empty_tensor(yy.sizes(), yy.dtype(), yy.device());
+      backend(yy.device()).softmax_backward(dx, yy, dy, false);
+      return TensorList{raw_view(mul(dx, scale), x.sizes())};
+    });
+  }
+  return out;
+}
+
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
   Tensor x = x_in, weight = weight_in, bias = bias_in;
@@ -234,6 +286,13 @@ KILN_REGISTER_OP("softmax", true, [] {
 KILN_REGISTER_OP("log_softmax", true, [] {
   return S{{"last dim", {sample_tensor({3, 5}, 92, -3, 3)}, [](const L& x) { return log_softmax(x[0], 1); }},
            {"dim 1 of 3-D", {sample_tensor({2, 4, 3}, 93, -3, 3)}, [](const L& x) { return log_softmax(x[0], 1); }}};
+});
+KILN_REGISTER_OP("scaled_masked_softmax", true, [] {
+  return S{{"no mask", {sample_tensor({3, 5}, 80, -3, 3)}, [](const L& x) { return scaled_masked_softmax(x[0], 0.5); }},
+           {"key mask (B, 1, 1, T)", {sample_tensor({2, 3, 4, 5}, 81, -3, 3)}, [](const L& x) {
+              Tensor mask = tensor_from({0, 0, -10000, 0, -10000, 0, 0, 0, 0, -10000}, {2, 1, 1, 5}, x[0].dtype());
+              return scaled_masked_softmax(x[0], 0.125, mask);
+            }}};
 });
 KILN_REGISTER_OP("layer_norm", true, [] {
   return S{{"affine", {sample_tensor({3, 6}, 94), sample_tensor({6}, 95), sample_tensor({6}, 96)},

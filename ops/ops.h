@@ -10,7 +10,7 @@
 //                   expand squeeze unsqueeze
 //   copy_ops.cpp    contiguous clone to(dtype) to(device) and the in-place ops
 //   linalg.cpp      matmul linear
-//   nn_ops.cpp      softmax log_softmax layer_norm embedding dropout cross_entropy
+//   nn_ops.cpp      softmax log_softmax scaled_masked_softmax layer_norm embedding dropout cross_entropy
 //   shape_ops.cpp   cat stack split chunk index_select
 //   fused.cpp       multi_head_attention(_qkv) linear_fused linear_gelu dropout_add (ops/fused.h:
 //                   each equals a composition of the ops above; used by nn/bert.cpp)
@@ -159,6 +159,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // ---- neural-network ops ---------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// softmax over the last dim of x * scale + mask: attention's normalisation.
+// x (..., C) floating; mask undefined or broadcastable to x (BERT's (B, 1, 1, T)
+// key bias for x (B, NH, T, T)). One fused kernel where the device has it
+// (CUDA), else mul, add and softmax (bit-identical to writing them out).
+Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask = Tensor());
 // Normalises over the last weight.dim() dims (or `normalized_dims` when no weight).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);

@@ -39,6 +39,7 @@ std::map<std::string, std::function<Tensor(DType)>> policy_probes(Device device 
       {"matmul", [=](DType dt) { return matmul(in({2, 3, 4}, 1, dt), in({2, 4, 5}, 2, dt)); }},
       {"linear", [=](DType dt) { return linear(in({3, 4}, 3, dt), in({5, 4}, 4, dt), in({5}, 5, dt)); }},
       {"softmax", [=](DType dt) { return softmax(in({3, 4}, 6, dt), -1); }},
+      {"scaled_masked_softmax", [=](DType dt) { return scaled_masked_softmax(in({2, 3, 4}, 14, dt), 0.5, in({2, 1, 4}, 15, dt)); }},
       {"log_softmax", [=](DType dt) { return log_softmax(in({3, 4}, 7, dt), -1); }},
       {"layer_norm", [=](DType dt) { return layer_norm(in({3, 4}, 8, dt), {4}, in({4}, 9, dt), in({4}, 10, dt)); }},
       {"cross_entropy",

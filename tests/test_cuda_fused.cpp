@@ -79,7 +79,49 @@ TEST(FusedLinearGelu, FallsBackAndChecksArguments) {
   EXPECT_KILN_ERROR(linear_gelu(x, rnd({6, 5}, 8, DType::Float32), rnd({6}, 7, DType::Float32)), "linear");
 }
 
+TEST(ScaledMaskedSoftmax, IsTheCompositionOnTheCpuAndChecksArguments) {
+  const Tensor x0 = rnd({2, 3, 4, 5}, 30, DType::Float32, 3.0);
+  const Tensor mask = tensor_from({0, 0, -10000, 0, 0, 0, 0, 0, -10000, -10000}, {2, 1, 1, 5}, DType::Float32);
+  const Tensor dy = rnd({2, 3, 4, 5}, 31, DType::Float32);
+  Tensor x = x0.clone().requires_grad_(), xw = x0.clone().requires_grad_();
+  Tensor y = scaled_masked_softmax(x, 0.125, mask);
+  Tensor want = softmax(add(mul(xw, 0.125), mask), -1);
+  EXPECT_TRUE(bitwise_equal(y.detach(), want.detach()));
+  y.backward(dy);
+  want.backward(dy);
+  EXPECT_TRUE(bitwise_equal(x.grad(), xw.grad()));
+  EXPECT_KILN_ERROR(scaled_masked_softmax(tensor_from({1, 2}, {2}), 1.0), "scaled_masked_softmax", "floating");
+}
+
 // ---- on the GPU -------------------------------------------------------------------
+
+// The fused kernel against the CPU composition, forward and backward, with
+// BERT's key mask (float32 lowest on padding) and a fully masked row.
+TEST(CudaFused, ScaledMaskedSoftmaxMatchesTheCpu) {
+  KILN_REQUIRE_CUDA();
+  const float lowest = std::numeric_limits<float>::lowest();
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const int64_t B = 3, NH = 4, T = 37;
+    std::vector<double> m;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) m.push_back(t < T - 7 * b ? 0.0 : static_cast<double>(lowest));
+    const Tensor mask = tensor(m, {B, 1, 1, T}, TensorOptions(DType::Float32)).to(dt);
+    const Tensor x = rnd({B, NH, T, T}, 32, dt, 4.0), dy = rnd({B, NH, T, T}, 33, dt);
+    auto run = [&](Device d, const Tensor& msk) {
+      Tensor xd = x.to(d).requires_grad_();
+      Tensor y = scaled_masked_softmax(xd, 0.125, msk.defined() ? msk.to(d) : msk);
+      y.backward(dy.to(d));
+      return std::pair<Tensor, Tensor>{y.detach().to(kCPU), xd.grad().to(kCPU)};
+    };
+    for (const Tensor& msk : {mask, Tensor()}) {
+      const auto [yg, dg] = run(kGpu, msk);
+      const auto [yc, dc] = run(kCPU, msk);
+      EXPECT_LE(normalised_error(yg, yc), tolerance(dt));
+      EXPECT_LE(normalised_error(dg, dc), tolerance(dt));
+    }
+  }
+}
 
 TEST(CudaFused, AddmmEpilogueMatchesTheCpu) {
   KILN_REQUIRE_CUDA();

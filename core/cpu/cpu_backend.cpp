@@ -96,6 +96,10 @@ void Backend::masked_scale_add(const Tensor& out, const Tensor& x, const Tensor&
   if (residual.defined()) binary(BinaryOp::Add, out, out, residual);
 }
 
+void Backend::scaled_masked_softmax(const Tensor&, const Tensor&, const Tensor&, double) {
+  fail("scaled_masked_softmax: this device has no fused masked-softmax kernel");
+}
+
 void Backend::addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   auto as3 = [](const Tensor& t) {
     return make_tensor(t.storage(), {1, t.size(0), t.size(1)}, {0, t.stride(0), t.stride(1)}, t.offset(), t.dtype());
