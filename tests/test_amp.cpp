@@ -15,6 +15,7 @@
 #include "kiln.h"
 #include "nn/bert.h"
 #include "optim/optim.h"
+#include "cuda_test_util.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -83,8 +84,8 @@ TEST(Autocast, EveryOpInThePolicyTableRunsInItsClassDtype) { expect_policy_dtype
 
 // The same table on a GPU (tools/gpu_check.sh runs Cuda*; skipped without one).
 TEST(CudaAutocast, EveryOpInThePolicyTableRunsInItsClassDtype) {
-  if (!cuda::is_available()) GTEST_SKIP() << (cuda_built() ? "no CUDA device" : "built without CUDA");
-  expect_policy_dtypes(Device(DeviceType::CUDA, 0));
+  KILN_REQUIRE_CUDA();
+  expect_policy_dtypes(testing::kGpu);
 }
 
 TEST(Autocast, CastsExactlyAsThePolicySays) {
@@ -658,8 +659,8 @@ TEST(MixedPrecision, TinyBertTracksAFloat32RunOver20AdamWSteps) {
 // The same runs on a GPU against the CPU's float32 run, with the same bounds
 // (dropout is off, so the GPU runs the same computation up to rounding).
 TEST(CudaMixedPrecision, TinyBertOnTheGpuTracksTheCpuFloat32Run) {
-  if (!cuda::is_available()) GTEST_SKIP() << (cuda_built() ? "no CUDA device" : "built without CUDA");
-  const Device gpu(DeviceType::CUDA, 0);
+  KILN_REQUIRE_CUDA();
+  const Device gpu = testing::kGpu;
   const std::vector<double> f32 = train_tiny_bert(Amp::None);
   const std::vector<double> gpu32 = train_tiny_bert(Amp::None, nullptr, nullptr, gpu);
   const std::vector<double> bf16 = train_tiny_bert(Amp::BF16, nullptr, nullptr, gpu);

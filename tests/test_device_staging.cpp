@@ -14,12 +14,13 @@
 #include "data/finetune_data.h"
 #include "data/pretraining.h"
 #include "ops/ops.h"
+#include "cuda_test_util.h"
 #include "test_util.h"
 
 namespace kiln::data {
 namespace {
 
-const Device kGpu(DeviceType::CUDA, 0);
+using testing::kGpu;
 
 // Example i: 3 + i % 5 tokens, labels on every other position, NSP label i % 2.
 std::shared_ptr<FunctionDataset<PretrainingExample>> pretraining_examples(size_t n) {
@@ -100,7 +101,7 @@ TEST(DeviceStaging, MissingCudaIsOneClearErrorAtConstruction) {
 }
 
 TEST(DeviceStaging, GpuBatchesArePinnedCopiedAndEqualToTheCpuOnes) {
-  if (!cuda::is_available()) GTEST_SKIP() << (cuda_built() ? "no CUDA device" : "built without CUDA");
+  KILN_REQUIRE_CUDA();
   // The worker-side collate pins.
   Collate pin = pinned_collate<PretrainingExample, PretrainingBatch>(plain_collate(), kGpu);
   std::vector<PretrainingExample> ex{pretraining_examples(2)->get(0, default_generator()),
