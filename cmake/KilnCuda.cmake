@@ -59,7 +59,7 @@ if(KILN_WITH_CUDA)
     set_target_properties(kiln PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CXX>:${_kiln_opts}>")
   endif()
   # No fast math on the device either (no --use_fast_math): kernels must match
-  # their CPU twins (core/cpu/) within the tolerances tests/test_cuda_ops.cpp states.
+  # their CPU twins (core/cpu/) within the tolerances tests/cuda_test_util.h states.
   target_compile_options(kiln PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall -Xcompiler=-Wextra>)
   set_target_properties(kiln PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)

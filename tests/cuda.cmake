@@ -1,4 +1,4 @@
-# The CUDA tests (tests/test_cuda_ops.cpp) block a stream with a host
+# The CUDA tests (tests/test_cuda_device.cpp) block a stream with a host
 # function (cudaLaunchHostFunc) to test the allocator's deferred reuse; in a
 # CUDA build they need the CUDA runtime's headers and library.
 if(KILN_WITH_CUDA)

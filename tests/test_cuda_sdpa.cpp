@@ -9,7 +9,7 @@
 //  - cases cuDNN does not take (float32, head size not a multiple of 8) fall
 //    back to the other paths and still match the CPU.
 // Agreement is the normalised error ||cuda - cpu|| / ||cpu|| against the
-// per-dtype thresholds of tests/test_cuda_ops.cpp. Every GPU test skips
+// per-dtype thresholds of tests/cuda_test_util.h. Every GPU test skips
 // without a device (or without CUDA), so CI stays green.
 #include <cmath>
 #include <limits>

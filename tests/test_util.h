@@ -65,6 +65,9 @@ inline ::testing::AssertionResult throws_error(const std::function<void()>& fn,
 // All values of t in row-major order, as double.
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
+// Sets a parameter's gradient as backward() would leave it.
+inline void set_grad(Tensor& p, const Tensor& g) { p.mutable_grad() = g; }
+
 // |got - want| <= atol + rtol * |want| elementwise (NaN matches NaN).
 inline ::testing::AssertionResult all_close(const std::vector<double>& got, const std::vector<double>& want,
                                             double atol, double rtol = 0.0) {

@@ -5,8 +5,9 @@
 #   1. gpu        what nvidia-smi reports (name, memory, driver)
 #   2. build      cmake + ninja with -DKILN_CUDA=ON (kiln, kiln_tests, kiln_cli)
 #   3. cuda-ops   the Cuda* tests: every registry op and every kernel on CUDA
-#                 against the CPU (normalised-error thresholds per dtype),
-#                 tensors, streams, events, copies (tests/test_cuda_ops.cpp),
+#                 against the CPU, normalised-error thresholds per dtype
+#                 (tests/test_cuda_ops.cpp, test_cuda_kernels.cpp), tensors,
+#                 streams, events, copies (test_cuda_device.cpp),
 #                 fused kernels and optimizers (test_cuda_fused.cpp), cuDNN
 #                 attention (test_cuda_sdpa.cpp), autocast and mixed-precision
 #                 training on the GPU (test_amp.cpp), batch staging
