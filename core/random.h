@@ -6,6 +6,11 @@
 // thus depend only on (seed, offset, i): the same on any thread count and, by
 // running the same arithmetic, on CUDA. The generator's state is (seed,
 // offset), saved in checkpoints for exact resume.
+//
+// bernoulli (every dropout mask) needs one word per element, not a block:
+// element i is word i % 4 of the block at counter (i / 4, offset), and it is
+// 1 when that word is below bernoulli_threshold(p). One block serves four
+// elements, a quarter of the Philox work of a block per element.
 #pragma once
 
 #include <array>
@@ -43,6 +48,19 @@ inline double philox_uniform(uint32_t a, uint32_t b) {
   const uint64_t bits = (static_cast<uint64_t>(a) << 21) ^ (static_cast<uint64_t>(b) >> 11);
   return static_cast<double>(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
 }
+
+// Element i of bernoulli(p) is 1 iff word < bernoulli_threshold(p), i.e. iff
+// word / 2^32 < p exactly: ceil(p * 2^32), in [0, 2^32] (p * 2^32 is exact).
+inline uint64_t bernoulli_threshold(double p) {
+  if (!(p > 0.0)) return 0;
+  if (p >= 1.0) return uint64_t{1} << 32;
+  const double scaled = p * 4294967296.0;
+  const auto t = static_cast<uint64_t>(scaled);
+  return static_cast<double>(t) == scaled ? t : t + 1;
+}
+
+// The bernoulli word of element i (Note [Random numbers]).
+inline uint32_t bernoulli_word(PhiloxState st, uint64_t i) { return philox_words(st, i / 4)[i % 4]; }
 
 class Generator {
  public:

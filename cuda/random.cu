@@ -1,19 +1,20 @@
 // CUDA random fills from Philox-4x32-10 (Note [Random numbers],
 // core/random.h). CPU twin: core/cpu/random.cpp. Element i of a call uses the
-// block at counter (i, offset) under key seed, with the same arithmetic as
-// the CPU, so uniform, bernoulli (dropout masks) and randint give the CPU's
-// values bit for bit; normal agrees to the last bit or two of a double (the
+// block at counter (i, offset) under key seed (bernoulli: word i % 4 of block
+// i / 4), with the same arithmetic as the CPU, so uniform, bernoulli (dropout
+// masks) and randint give the CPU's values bit for bit; normal agrees to the last bit or two of a double (the
 // device's log/cos are within 1-2 ulp, glibc's correctly rounded), which
 // float32 and narrower outputs almost never show.
 //
 // The double arithmetic uses explicitly rounded intrinsics (__dmul_rn, ...)
 // so that nvcc cannot contract it into fused multiply-adds the CPU does not do.
+#include "core/random.h"
 #include "cuda/device_utils.cuh"
 
 namespace kiln::cuda::kernels {
 namespace {
 
-enum Kind { kUniform, kNormal, kBernoulli, kRandint };
+enum Kind { kUniform, kNormal, kRandint };
 
 struct Words {
   uint32_t w[4];
@@ -50,7 +51,7 @@ __device__ __forceinline__ double uniform01(uint32_t a, uint32_t b) {
 
 struct RandomParams {
   uint64_t seed, offset;
-  double a, b;        // uniform: lo, hi; normal: mean, std; bernoulli: p
+  double a, b;        // uniform: lo, hi; normal: mean, std
   int64_t lo;         // randint
   uint64_t range;     // randint: hi - lo
 };
@@ -68,8 +69,6 @@ __global__ void random_kernel(T* out, int64_t n, RandomParams p) {
       const double u2 = uniform01(w.w[2], w.w[3]);
       const double r = sqrt(__dmul_rn(-2.0, log(u1)));
       v = __dadd_rn(p.a, __dmul_rn(__dmul_rn(p.b, r), cos(__dmul_rn(6.283185307179586, u2))));
-    } else if constexpr (K == kBernoulli) {
-      v = uniform01(w.w[0], w.w[1]) < p.a ? 1.0 : 0.0;
     } else {
       const uint64_t r = ((static_cast<uint64_t>(w.w[0]) << 32) | w.w[1]) % p.range;
       v = static_cast<double>(p.lo + static_cast<int64_t>(r));
@@ -89,6 +88,22 @@ void fill_random(const Tensor& out, const char* op, const RandomParams& p) {
   });
 }
 
+// Note [Random numbers]: block j gives elements 4j .. 4j+3, each 1 when its
+// word is below threshold (bernoulli_threshold(p), computed on the host).
+template <typename T>
+__global__ void bernoulli_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, uint64_t threshold) {
+  const int64_t blocks = (n + 3) / 4;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < blocks; j += step) {
+    const Words w = philox_words(seed, offset, static_cast<uint64_t>(j));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = 4 * j + k;
+      if (i < n) out[i] = convert<T, double>(w.w[k] < threshold ? 1.0 : 0.0);
+    }
+  }
+}
+
 }  // namespace
 
 void uniform(const Tensor& out, double lo, double hi, PhiloxState st) {
@@ -100,7 +115,16 @@ void normal(const Tensor& out, double mean, double std, PhiloxState st) {
 }
 
 void bernoulli(const Tensor& out, double p, PhiloxState st) {
-  fill_random<kBernoulli>(out, "bernoulli", {st.seed, st.offset, p, 0.0, 0, 0});
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const uint64_t threshold = bernoulli_threshold(p);
+  const int64_t blocks = (n + 3) / 4;
+  dispatch_device(out.dtype(), "bernoulli", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    bernoulli_kernel<T><<<grid_for(blocks), kThreads, 0, stream_of(out)>>>(static_cast<T*>(out.raw_data()), n, st.seed,
+                                                                            st.offset, threshold);
+    KILN_CUDA_CHECK_LAUNCH();
+  });
 }
 
 void randint(const Tensor& out, int64_t lo, int64_t hi, PhiloxState st) {

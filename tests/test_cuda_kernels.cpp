@@ -323,6 +323,16 @@ TEST(CudaKernels, RandomMatchesCpuPhilox) {
       EXPECT_TRUE(matches(g, c, dt == DType::Float64 ? DType::Float64 : DType::Float16, "normal"));
     }
   }
+  // bernoulli's four elements per block (Note [Random numbers]): sizes that
+  // end inside a block, and the edge probabilities
+  for (int64_t n : {int64_t{1}, int64_t{6}, int64_t{33}, int64_t{16387}})
+    for (double p : {0.0, 0.1, 0.9, 1.0}) {
+      const PhiloxState st{77, 5};
+      Tensor c = empty_tensor({n}, DType::Bool, kCPU), g = empty_tensor({n}, DType::Bool, kGpu);
+      cpu_backend().bernoulli(c, p, st);
+      backend(kGpu).bernoulli(g, p, st);
+      EXPECT_TRUE(bitwise_equal(g.cpu(), c)) << "bernoulli n=" << n << " p=" << p;
+    }
 }
 
 TEST(CudaOpsEndToEnd, DropoutEmbeddingCrossEntropyOnDevice) {

@@ -9,6 +9,7 @@
 // [Deterministic chunking]).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "core/cpu/vec_math.h"
@@ -193,19 +194,34 @@ TEST(FusedOps, DropoutAddMatchesComposition) {
 }
 
 TEST(FusedOps, BernoulliMatchesScalarPhilox) {
-  // 8 blocks at a time in the kernel, the scalar philox4x32 here; sizes that
-  // leave tails, in float32 and bool
-  for (int64_t n : {int64_t{5}, int64_t{8}, int64_t{16387}, int64_t{40001}})
+  // Note [Random numbers]: element i is word i % 4 of block i / 4, 1 when
+  // below ceil(p 2^32). The kernel runs 8 blocks at a time, the scalar
+  // philox4x32 here; sizes that leave tails and cross a 16384-element chunk,
+  // in float32 and bool
+  for (int64_t n : {int64_t{5}, int64_t{8}, int64_t{33}, int64_t{16387}, int64_t{40001}})
     for (double p : {0.1, 0.5, 0.9})
       for (DType dt : {DType::Float32, DType::Bool}) {
         Generator g(123);
         const PhiloxState st = g.state();
         const std::vector<double> got = values(bernoulli({n}, p, dt, &g));
         for (int64_t i = 0; i < n; ++i) {
-          const auto w = philox_words(st, static_cast<uint64_t>(i));
-          ASSERT_EQ(got[static_cast<size_t>(i)], philox_uniform(w[0], w[1]) < p ? 1.0 : 0.0) << n << " " << p << " " << i;
+          const uint32_t w = philox_words(st, static_cast<uint64_t>(i / 4))[i % 4];
+          ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<double>(w) < p * 4294967296.0 ? 1.0 : 0.0)
+              << n << " " << p << " " << i;
         }
       }
+}
+
+TEST(FusedOps, BernoulliThresholdIsExact) {
+  EXPECT_EQ(bernoulli_threshold(0.0), 0u);
+  EXPECT_EQ(bernoulli_threshold(-0.0), 0u);
+  EXPECT_EQ(bernoulli_threshold(1.0), uint64_t{1} << 32);
+  EXPECT_EQ(bernoulli_threshold(0.5), uint64_t{1} << 31);  // exact: word < 2^31
+  EXPECT_EQ(bernoulli_threshold(0.25), uint64_t{1} << 30);
+  // 0.9 * 2^32 = 3865470566.4: words up to 3865470566 are kept
+  EXPECT_EQ(bernoulli_threshold(0.9), 3865470567u);
+  EXPECT_EQ(bernoulli_threshold(std::ldexp(1.0, -32)), 1u);
+  EXPECT_EQ(bernoulli_threshold(std::ldexp(1.0, -40)), 1u);  // tiny p still keeps word 0
 }
 
 TEST(FusedOps, EightLaneExpIsScalarExpPerLane) {

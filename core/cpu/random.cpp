@@ -50,9 +50,9 @@ void normal(const Tensor& out, double mean, double std, PhiloxState st) {
 
 namespace {
 
-// Philox-4x32-10 for the counters (i0 + l, offset), l < 8: the same
-// arithmetic as philox4x32 (core/random.h), eight blocks at a time. Writes
-// words 0 and 1 of each block (all bernoulli needs).
+// Philox-4x32-10 for the counters (j0 + l, offset), l < 8: the same
+// arithmetic as philox4x32 (core/random.h), eight blocks at a time. Word k of
+// block j0 + l lands in w[k][l].
 #if defined(__AVX2__)
 // 32x32 -> 64-bit products of the 8 lanes of a with m: low and high halves.
 inline void mul_hi_lo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
@@ -62,15 +62,15 @@ inline void mul_hi_lo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
   hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
 }
 
-void philox8_words01(PhiloxState st, uint64_t i0, uint32_t* w0, uint32_t* w1) {
-  alignas(32) uint32_t lo_i[8], hi_i[8];
+void philox8_blocks(PhiloxState st, uint64_t j0, uint32_t (&w)[4][8]) {
+  alignas(32) uint32_t lo_j[8], hi_j[8];
   for (int l = 0; l < 8; ++l) {
-    const uint64_t i = i0 + static_cast<uint64_t>(l);
-    lo_i[l] = static_cast<uint32_t>(i);
-    hi_i[l] = static_cast<uint32_t>(i >> 32);
+    const uint64_t j = j0 + static_cast<uint64_t>(l);
+    lo_j[l] = static_cast<uint32_t>(j);
+    hi_j[l] = static_cast<uint32_t>(j >> 32);
   }
-  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo_i));
-  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi_i));
+  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo_j));
+  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi_j));
   __m256i c2 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(st.offset)));
   __m256i c3 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(st.offset >> 32)));
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
@@ -87,45 +87,40 @@ void philox8_words01(PhiloxState st, uint64_t i0, uint32_t* w0, uint32_t* w1) {
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w0), c0);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w1), c1);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[0]), c0);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[1]), c1);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[2]), c2);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[3]), c3);
 }
 #else
-void philox8_words01(PhiloxState st, uint64_t i0, uint32_t* w0, uint32_t* w1) {
+void philox8_blocks(PhiloxState st, uint64_t j0, uint32_t (&w)[4][8]) {
   for (int l = 0; l < 8; ++l) {
-    const auto w = philox_words(st, i0 + static_cast<uint64_t>(l));
-    w0[l] = w[0];
-    w1[l] = w[1];
+    const auto b = philox_words(st, j0 + static_cast<uint64_t>(l));
+    for (int k = 0; k < 4; ++k) w[k][l] = b[k];
   }
 }
 #endif
 
+// Note [Random numbers]: element i is word i % 4 of block i / 4, kept when
+// below the threshold; 32 elements (8 blocks) at a time.
 template <typename T>
 void bernoulli_fill(T* o, int64_t n, double p, PhiloxState st) {
-  // philox_uniform(a, b) < p  <=>  bits < ceil(p * 2^53) for the 53-bit integer
-  // bits (p * 2^53 is exact), so the comparison is done on integers.
-  const double scaled = std::ceil(std::min(std::max(p, 0.0), 1.0) * 9007199254740992.0);
-  const uint64_t threshold = static_cast<uint64_t>(scaled);
-  constexpr uint64_t kMask53 = (1ull << 53) - 1;
-  auto value = [&](uint32_t a, uint32_t b) {
-    const uint64_t bits = ((static_cast<uint64_t>(a) << 21) ^ (static_cast<uint64_t>(b) >> 11)) & kMask53;
-    return bits < threshold;
+  const uint64_t threshold = bernoulli_threshold(p);
+  auto put = [&](int64_t i, uint32_t word) {
+    const bool one = word < threshold;
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) o[i] = T(one ? 1.f : 0.f);
+    else o[i] = one ? T(1) : T(0);
   };
-  parallel_for(n, 16384, [&](int64_t b, int64_t e) {
-    uint32_t w0[8], w1[8];
+  parallel_for(n, 16384, [&](int64_t b, int64_t e) {  // chunks start at multiples of 4
     int64_t i = b;
-    for (; i + 8 <= e; i += 8) {
-      philox8_words01(st, static_cast<uint64_t>(i), w0, w1);
-      for (int l = 0; l < 8; ++l) {
-        if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) o[i + l] = T(value(w0[l], w1[l]) ? 1.f : 0.f);
-        else o[i + l] = value(w0[l], w1[l]) ? T(1) : T(0);
-      }
+    for (; i < e && i % 4 != 0; ++i) put(i, bernoulli_word(st, static_cast<uint64_t>(i)));
+    uint32_t w[4][8];
+    for (; i + 32 <= e; i += 32) {
+      philox8_blocks(st, static_cast<uint64_t>(i / 4), w);
+      for (int l = 0; l < 8; ++l)
+        for (int k = 0; k < 4; ++k) put(i + 4 * l + k, w[k][l]);
     }
-    for (; i < e; ++i) {
-      const auto w = philox_words(st, static_cast<uint64_t>(i));
-      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) o[i] = T(value(w[0], w[1]) ? 1.f : 0.f);
-      else o[i] = value(w[0], w[1]) ? T(1) : T(0);
-    }
+    for (; i < e; ++i) put(i, bernoulli_word(st, static_cast<uint64_t>(i)));
   });
 }
 
@@ -138,12 +133,17 @@ void bernoulli(const Tensor& out, double p, PhiloxState st) {
   });
 }
 
+// Note [Keep masks as bytes]: loops over a bool keep mask read it through a
+// uint8_t pointer (the same 0/1 bytes). GCC does not vectorize loads of
+// bool; of uint8_t it does, and `k ? s : 0` then becomes a vector select.
+const uint8_t* keep_bytes(const Tensor& keep) { return reinterpret_cast<const uint8_t*>(keep.data_ptr<bool>()); }
+
 void masked_scale_add(const Tensor& out, const Tensor& x, const Tensor& keep, double scale, const Tensor& residual) {
   dispatch_floating(x.dtype(), "masked_scale_add", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = compute_t<T>;
     const T* xp = x.data_ptr<T>();
-    const bool* kp = keep.data_ptr<bool>();
+    const uint8_t* kp = keep_bytes(keep);  // Note [Keep masks as bytes]
     const T* rp = residual.defined() ? residual.data_ptr<T>() : nullptr;
     T* o = out.data_ptr<T>();
     // the factor rounded to T first, as dropout() multiplies by keep * scale in T
