@@ -13,6 +13,19 @@ Tensor zeros_for(const Node::OutputMeta& m) {
   backend(m.device).fill(z, 0.0);
   return z;
 }
+// Note [Stealing the gradient]: a leaf's first gradient becomes its .grad.
+// When nothing else refers to the incoming tensor or its storage (this node
+// holds the only reference: the engine moved it here, no hook or other
+// branch kept it) and it is a dense tensor of the leaf's dtype and device,
+// .grad takes its storage instead of a copy, as PyTorch's AccumulateGrad
+// does; a gradient shared with another branch (add's backward hands the same
+// tensor to both inputs) is copied, and the last holder may then take it.
+// Saves a pass over every parameter's gradient each step.
+bool sole_owner_of_dense_storage(const Tensor& g, const Tensor& leaf) {
+  return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.dtype() == leaf.dtype() &&
+         g.device() == leaf.device() && g.offset() == 0 && g.is_contiguous() &&
+         g.storage()->nbytes() == static_cast<size_t>(g.numel()) * g.element_size();
+}
 }  // namespace
 
 int next_hook_id() { return ++g_hook_id; }
@@ -77,7 +90,7 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   if (!impl || grads.empty() || !grads[0].defined()) return {};
   Tensor leaf(impl);
   AutogradMeta& meta = autograd_meta(leaf);
-  Tensor g = grads[0];
+  Tensor g = std::move(grads[0]);
   for (auto& [id, hook] : meta.leaf_hooks) {
     Tensor r = hook(g);
     if (r.defined()) g = r;
@@ -86,10 +99,13 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
              " for a leaf of shape ", shape_str(leaf.sizes()));
   Backend& be = backend(leaf.device());
   if (!meta.grad.defined()) {
-    // Own copy: the incoming gradient may be shared with other branches.
-    Tensor own = empty_tensor(leaf.sizes(), leaf.dtype(), leaf.device());
-    be.copy(own, g);
-    meta.grad = own;
+    if (sole_owner_of_dense_storage(g, leaf)) {  // Note [Stealing the gradient]
+      meta.grad = make_tensor(g.storage(), g.sizes(), g.strides(), 0, g.dtype());
+    } else {
+      Tensor own = empty_tensor(leaf.sizes(), leaf.dtype(), leaf.device());
+      be.copy(own, g);
+      meta.grad = own;
+    }
   } else {
     Tensor add = g;
     if (g.dtype() != meta.grad.dtype()) {

@@ -259,6 +259,41 @@ TEST(Autograd, DiamondGraphSumsGradients) {
   EXPECT_EQ(values(p.grad()), (F64{33}));
 }
 
+TEST(Autograd, LeafGradientsNeverShareStorage) {
+  // Note [Stealing the gradient]: a leaf may take its incoming gradient's
+  // storage only when nothing else holds it. add's backward hands one tensor
+  // to both inputs; a hook may keep the tensor it saw; a retained gradient
+  // is the same tensor the next node receives.
+  Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  sum((a + b) * tensor({2, 3})).backward();
+  EXPECT_NE(a.grad().storage(), b.grad().storage());
+  a.mutable_grad().add_(tensor({10, 10}));
+  EXPECT_EQ(values(a.grad()), (F64{12, 13}));
+  EXPECT_EQ(values(b.grad()), (F64{2, 3}));
+
+  Tensor x = leaf({1, -1});
+  Tensor seen;
+  x.register_hook([&](const Tensor& g) { seen = g; return Tensor(); });
+  sum(x * tensor({5, 7})).backward();
+  EXPECT_NE(x.grad().storage(), seen.storage());
+  x.mutable_grad().add_(tensor({1, 1}));
+  EXPECT_EQ(values(seen), (F64{5, 7}));
+
+  Tensor w = leaf({2, 4});
+  Tensor y = w * tensor({3, 3});
+  Tensor z = y + 1.0;
+  y.retain_grad();  // y keeps its gradient; w's is a new tensor from mul's backward
+  Tensor u = leaf({0, 0});
+  Tensor v = u + 0.0;  // v's gradient reaches u as the same tensor
+  v.retain_grad();
+  sum(z * z + v * tensor({1, 2})).backward();
+  EXPECT_NE(u.grad().storage(), v.grad().storage());
+  u.mutable_grad().add_(tensor({1, 1}));
+  EXPECT_EQ(values(v.grad()), (F64{1, 2}));
+  EXPECT_EQ(values(u.grad()), (F64{2, 3}));
+  EXPECT_EQ(values(w.grad()), (F64{42, 78}));  // 2 (3w + 1) * 3
+}
+
 TEST(Autograd, LongChainIsIterative) {
   Tensor x = leaf({1, 2});
   Tensor y = x;

@@ -45,7 +45,7 @@ void attention_typed(const Tensor& ctx, const Tensor& probs, const Tensor& q, co
   const T* K = k.data_ptr<T>();
   const T* V = v.data_ptr<T>();
   const T* Mk = mask.defined() ? mask.data_ptr<T>() : nullptr;
-  const bool* keep_p = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+  const uint8_t* keep_p = keep.defined() ? keep_bytes(keep) : nullptr;  // Note [Keep masks as bytes]
   T* P = probs.data_ptr<T>();
   T* O = ctx.data_ptr<T>();
   const T scale = static_cast<T>(scale_d), keep_scale = static_cast<T>(keep_scale_d);
@@ -80,7 +80,7 @@ void attention_typed(const Tensor& ctx, const Tensor& probs, const Tensor& q, co
       }
       const T* A = S;
       if (keep_p) {  // dropout: P * (keep * 1/(1-p))
-        const bool* kp = keep_p + pair * TT;
+        const uint8_t* kp = keep_p + pair * TT;
         for (int64_t i = 0; i < TT; ++i) buf[static_cast<size_t>(i)] = S[i] * (kp[i] ? keep_scale : T(0));
         A = buf.data();
       }
@@ -99,7 +99,7 @@ void attention_backward_typed(const Tensor& dq, const Tensor& dk, const Tensor& 
   const T* V = v.data_ptr<T>();
   const T* G = dctx.data_ptr<T>();
   const T* P = probs.data_ptr<T>();
-  const bool* keep_p = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+  const uint8_t* keep_p = keep.defined() ? keep_bytes(keep) : nullptr;  // Note [Keep masks as bytes]
   T* dQ = dq.data_ptr<T>();
   T* dK = dk.data_ptr<T>();
   T* dV = dv.data_ptr<T>();
@@ -114,7 +114,7 @@ void attention_backward_typed(const Tensor& dq, const Tensor& dk, const Tensor& 
       const T* v_bh = V + b * d.v_b + h * d.HS;
       const T* g_bh = G + b * Tn * C + h * d.HS;
       const T* S = P + pair * TT;
-      const bool* kp = keep_p ? keep_p + pair * TT : nullptr;
+      const uint8_t* kp = keep_p ? keep_p + pair * TT : nullptr;
       // d(dropped probs) = g v^T; dq = dS k; dk = dS^T q; dv = (dropped probs)^T g
       gemm<T>(false, true, Tn, Tn, d.HS, g_bh, C, v_bh, d.v_t, dP.data(), Tn);
       if (kp)

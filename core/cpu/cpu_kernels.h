@@ -32,6 +32,8 @@ void dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const do
 void set_blas_threads(int n);
 
 // random.cpp (beside bernoulli, which draws the keep masks it applies)
+// A bool keep mask's bytes (Note [Keep masks as bytes], core/cpu/random.cpp).
+const uint8_t* keep_bytes(const Tensor& keep);
 void masked_scale_add(const Tensor& out, const Tensor& x, const Tensor& keep, double scale, const Tensor& residual);
 
 // attention.cpp
