@@ -2,9 +2,10 @@
 // core/random.h). CPU twin: core/cpu/random.cpp. Element i of a call uses the
 // block at counter (i, offset) under key seed (bernoulli: word i % 4 of block
 // i / 4), with the same arithmetic as the CPU, so uniform, bernoulli (dropout
-// masks) and randint give the CPU's values bit for bit; normal agrees to the last bit or two of a double (the
-// device's log/cos are within 1-2 ulp, glibc's correctly rounded), which
-// float32 and narrower outputs almost never show.
+// masks) and randint give the CPU's values bit for bit; normal agrees to the
+// last bit or two of a double (the device's log/cos are within 1-2 ulp,
+// glibc's correctly rounded), which float32 and narrower outputs almost never
+// show.
 //
 // The double arithmetic uses explicitly rounded intrinsics (__dmul_rn, ...)
 // so that nvcc cannot contract it into fused multiply-adds the CPU does not do.
