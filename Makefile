@@ -2,7 +2,9 @@
 #   make demo   install what is missing, build, run the main job on its embedded default
 #   make test   install what is missing, build, run the whole test suite
 #               (normal build, then ASan+UBSan, ThreadSanitizer on the allocator,
-#                and a downstream project against the installed package)
+#                a downstream project against the installed package, and the
+#                GPU bundle's self-containment proof)
+#   make gpu-bundle  what the GPU check needs on a GPU machine (docs/gpu.md)
 SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -23,9 +25,10 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libeigen3-dev libopenblas-dev libopenblas0-pthread googletest libgtest-dev \
   nlohmann-json3-dev libcli11-dev libutf8proc-dev libopenmpi-dev openmpi-bin \
   protobuf-compiler libprotobuf-dev libisal-dev \
-  clang-14 libclang-rt-14-dev python3-venv python3-torch python3-numpy
+  clang-14 libclang-rt-14-dev python3-venv python3-torch python3-numpy patchelf xz-utils
 
-.PHONY: all deps apt-deps py-deps build demo test test-main test-asan test-tsan test-install bench clean
+.PHONY: all deps apt-deps py-deps build demo test test-main test-asan test-tsan test-install test-bundle gpu-bundle \
+  bench clean
 
 all: build
 
@@ -63,7 +66,7 @@ build: $(BUILD)/build.ninja
 demo: build
 	$(BUILD)/bin/kiln pretrain --output-dir $(BUILD)/demo --overwrite-output-dir
 
-test: test-main test-asan test-tsan test-install
+test: test-main test-asan test-tsan test-install test-bundle
 
 test-main: deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -92,9 +95,22 @@ test-install: build
 	cmake --build $(BUILD)/example
 	$(BUILD)/example/fit_line
 
+# The GPU check's bundle (Note [GPU bundle] in tools/gpu_bundle.sh): the CUDA
+# build's binaries with their libraries, and a source-build kit, in
+# gpu-bundle/ and gpu-bundle.tar.xz (at most 48 MiB).
+gpu-bundle: build
+	tools/gpu_bundle.sh --build $(BUILD) --out gpu-bundle
+
+# The bundle is self-contained: its binaries load nothing from outside it but
+# glibc, libstdc++/libgcc and CUDA's libraries; CMake configures against its
+# kit alone; its KILN_MPI=OFF build is built and tested (tools/gpu_bundle_check.sh).
+test-bundle: gpu-bundle
+	tools/gpu_bundle_check.sh gpu-bundle.tar.xz $(BUILD)/bundle-check $(JOBS)
+
 bench: build
 	$(BUILD)/bin/kiln bench gemm
 	$(BUILD)/bin/kiln bench elementwise
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	if [ -f gpu-bundle/BUNDLE_INFO ]; then rm -rf gpu-bundle gpu-bundle.tar.xz; fi

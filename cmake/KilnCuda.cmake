@@ -2,6 +2,20 @@
 # demanded (ON). Without it, cuda/stub.cpp keeps the library whole and every
 # CUDA request says "built without CUDA".
 set(KILN_WITH_CUDA OFF)
+
+# kiln_find_root_lib(PREFIX ROOT HEADER "NAMES" HINT_DIRS...): PREFIX_INCLUDE_DIR
+# and PREFIX_LIBRARY from ROOT alone when ROOT is set (include/, lib/, lib64/),
+# else from the hint folders and the system's. NAMES may hold versioned file
+# names (libnccl.so.2), which is all a Python wheel ships.
+function(kiln_find_root_lib prefix root header names)
+  if(root)
+    find_path(${prefix}_INCLUDE_DIR ${header} PATHS ${root} PATH_SUFFIXES include NO_DEFAULT_PATH)
+    find_library(${prefix}_LIBRARY NAMES ${names} PATHS ${root} PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
+  else()
+    find_path(${prefix}_INCLUDE_DIR ${header} HINTS ${ARGN} PATH_SUFFIXES include)
+    find_library(${prefix}_LIBRARY NAMES ${names} HINTS ${ARGN} PATH_SUFFIXES lib64 lib)
+  endif()
+endfunction()
 if(NOT KILN_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -34,14 +48,17 @@ if(KILN_WITH_CUDA)
   target_sources(kiln PRIVATE ${KILN_CUDA_SOURCES})
   target_compile_definitions(kiln PUBLIC KILN_WITH_CUDA=1)
   target_link_libraries(kiln PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt)
-  # cuDNN 9 (fused attention, cuda/attention_cudnn.cpp): the C backend API,
-  # from the CUDA toolkit's folders or the system's (CUDNN_ROOT to override).
-  find_path(KILN_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
-  find_library(KILN_CUDNN_LIBRARY cudnn HINTS ${CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib64 lib)
+  # cuDNN 9 (fused attention, cuda/attention_cudnn.cpp): the C backend API.
+  # CUDNN_ROOT (cache or environment) names an install to use alone, such as
+  # the nvidia-cudnn-cu13 wheel's site-packages/nvidia/cudnn, which ships only
+  # versioned names (libcudnn.so.9) and keeps cudnn.h beside them; otherwise
+  # the CUDA toolkit's folders, then the system's.
+  set(CUDNN_ROOT "$ENV{CUDNN_ROOT}" CACHE PATH "cuDNN 9 install to use (include/, lib/), e.g. site-packages/nvidia/cudnn")
+  kiln_find_root_lib(KILN_CUDNN "${CUDNN_ROOT}" cudnn.h "cudnn;libcudnn.so.9" ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_DIR})
   if(NOT KILN_CUDNN_INCLUDE_DIR OR NOT KILN_CUDNN_LIBRARY)
-    message(FATAL_ERROR "kiln: the CUDA backend needs cuDNN 9 (cudnn.h and libcudnn.so), not found "
+    message(FATAL_ERROR "kiln: the CUDA backend needs cuDNN 9 (cudnn.h and libcudnn.so or libcudnn.so.9), not found "
                         "(include: ${KILN_CUDNN_INCLUDE_DIR}, library: ${KILN_CUDNN_LIBRARY}); "
-                        "install cuDNN 9 for CUDA or set CUDNN_ROOT")
+                        "install cuDNN 9 for CUDA or set CUDNN_ROOT (e.g. site-packages/nvidia/cudnn)")
   endif()
   file(STRINGS ${KILN_CUDNN_INCLUDE_DIR}/cudnn_version.h _kiln_cudnn_major REGEX "^#define CUDNN_MAJOR [0-9]+")
   string(REGEX MATCH "[0-9]+" _kiln_cudnn_major "${_kiln_cudnn_major}")

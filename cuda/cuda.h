@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/memory/caching_allocator.h"
@@ -29,6 +30,12 @@ void set_device(int device);
 std::string device_name(int device = -1);  // "NVIDIA H200"
 // Waits for all work on `device` (-1: current) to finish.
 void synchronize(int device = -1);
+
+// ---- versions ------------------------------------------------------------------
+// What this process runs on, as (name, value) pairs: the driver's CUDA version,
+// the runtime's, cuBLASLt's and cuDNN's (the loaded library's and the one kiln
+// was compiled against). Empty without CUDA. `kiln info` prints them.
+std::vector<std::pair<std::string, std::string>> library_versions();
 
 // ---- matmul precision -----------------------------------------------------
 // TF32 tensor-core math for float32 matmul (about 10 mantissa bits in the

@@ -15,6 +15,7 @@ namespace {
 }  // namespace
 
 int device_count() { return 0; }
+std::vector<std::pair<std::string, std::string>> library_versions() { return {}; }
 bool is_available() { return false; }
 int current_device() { no_cuda("cuda::current_device"); }
 void set_device(int) { no_cuda("cuda::set_device"); }

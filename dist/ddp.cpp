@@ -81,11 +81,11 @@ void DistributedDataParallel::check_same_module_on_all_ranks() {
   };
   add(module_.named_parameters());
   if (options_.broadcast_buffers) add(module_.named_buffers());
-  if (group_->device() != kCPU) return;  // the group gathers device tensors only
   Tensor mine = empty_tensor({2}, DType::Int64, kCPU);
   mine.data_ptr<int64_t>()[0] = count;
   mine.data_ptr<int64_t>()[1] = fingerprint(text);
-  Tensor all = group_->all_gather(mine);  // [world, 2]
+  // Gathered where the group's collectives run (a GPU for nccl), read on the host.
+  Tensor all = group_->all_gather(mine.to(group_->device())).to(kCPU);  // [world, 2]
   const int64_t* a = all.data_ptr<int64_t>();
   for (int r = 1; r < group_->size(); ++r)
     KILN_CHECK(a[2 * r] == a[0] && a[2 * r + 1] == a[1], "DistributedDataParallel: rank ", r, " holds a different module (",

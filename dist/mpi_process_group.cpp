@@ -5,14 +5,20 @@
 // timeout (Note [Collective timeout]). MPI errors are returned, not fatal
 // (MPI_ERRORS_RETURN), and become kiln::Error naming the collective.
 // Also MPI's start-up and shut-down (dist/mpi_runtime.h).
+//
+// Built without MPI (KILN_MPI=OFF, cmake/KilnDist.cmake), the end of this
+// file stands in: asking for the mpi group, or starting under mpirun, is a
+// kiln::Error "built without MPI"; one process ("single") and a one-process
+// NCCL group work as ever.
+#include "dist/mpi_runtime.h"
+#include "dist/process_group.h"
+
+#if defined(KILN_WITH_MPI)
 #include <mpi.h>
 
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-
-#include "dist/mpi_runtime.h"
-#include "dist/process_group.h"
 
 namespace kiln::dist {
 namespace detail {
@@ -189,4 +195,37 @@ ProcessGroupPtr new_mpi_group(double timeout_seconds) {
                                            timeout_seconds > 0 ? timeout_seconds : default_timeout_seconds());
 }
 
+}  // namespace kiln::dist
+
+#else  // built without MPI
+
+#include <cstdlib>
+
+namespace kiln::dist {
+namespace detail {
+void mpi_initialize() {
+  fail("this kiln was built without MPI (KILN_MPI=OFF): the mpi process group and runs under mpirun are "
+       "unavailable; rebuild with -DKILN_MPI=ON (libopenmpi-dev)");
+}
+bool mpi_is_running() { return false; }
+void mpi_finalize() {}
+void mpi_abort(int code) { std::_Exit(code); }
+}  // namespace detail
+
+ProcessGroupPtr new_mpi_group(double) {
+  detail::mpi_initialize();
+  return nullptr;
+}
+}  // namespace kiln::dist
+
+#endif  // KILN_WITH_MPI
+
+namespace kiln::dist {
+bool built_with_mpi() {
+#if defined(KILN_WITH_MPI)
+  return true;
+#else
+  return false;
+#endif
+}
 }  // namespace kiln::dist

@@ -64,19 +64,28 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// Makes `device` current for a scope, restoring the previous one after.
+// Makes `device` current for a scope and, if it had to switch, restores the
+// previous device after. Restoring only what was switched matters: setting a
+// device creates its context (~0.5 GiB), so a scope on a rank's own GPU must
+// not touch GPU 0 on its way out (Note [NCCL device]).
 class DeviceScope {
  public:
   explicit DeviceScope(int device) {
     KILN_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) KILN_CUDA_CHECK(cudaSetDevice(device));
+    if (previous_ != device) {
+      KILN_CUDA_CHECK(cudaSetDevice(device));
+      switched_ = true;
+    }
   }
-  ~DeviceScope() { (void)cudaSetDevice(previous_); }
+  ~DeviceScope() {
+    if (switched_) (void)cudaSetDevice(previous_);
+  }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
   int previous_ = 0;
+  bool switched_ = false;
 };
 
 class NcclProcessGroup final : public ProcessGroup {
@@ -153,7 +162,12 @@ NcclProcessGroup::NcclProcessGroup(const ProcessGroupPtr& bootstrap, int device,
   KILN_CHECK(n > 0, "nccl process group: no CUDA device");
   device_ = device >= 0 ? device : local_rank() % n;
   KILN_CHECK(device_ < n, "nccl process group: GPU ", device_, " asked for, but there are ", n);
-  DeviceScope scope(device_);
+  // Note [NCCL device]: the rank's GPU becomes current before anything else
+  // touches the runtime and stays current after the group is built. A scope
+  // that restored the previous device here would put every rank back on
+  // GPU 0 (cudaGetDevice reports 0 before any device is set) and give each a
+  // context there, ~0.5 GiB per rank on GPU 0.
+  KILN_CUDA_CHECK(cudaSetDevice(device_));
 
   // The unique id (128 bytes) travels as 16 int64 over the bootstrap group.
   ncclUniqueId id;
@@ -265,6 +279,13 @@ void NcclProcessGroup::do_shutdown(bool abandon) {
 
 bool nccl_built() { return true; }
 
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
 ProcessGroupPtr new_nccl_group(const ProcessGroupPtr& bootstrap, int device, double timeout_seconds) {
   KILN_CHECK(bootstrap != nullptr, "new_nccl_group: no bootstrap process group");
   return std::make_shared<NcclProcessGroup>(bootstrap, device,
@@ -278,6 +299,7 @@ ProcessGroupPtr new_nccl_group(const ProcessGroupPtr& bootstrap, int device, dou
 namespace kiln::dist {
 
 bool nccl_built() { return false; }
+std::string nccl_version() { return ""; }
 
 ProcessGroupPtr new_nccl_group(const ProcessGroupPtr&, int, double) {
   fail("nccl process group: ", cuda_built() ? "built without NCCL" : "built without CUDA");

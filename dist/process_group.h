@@ -198,7 +198,15 @@ ProcessGroupPtr new_single_group(double timeout_seconds);
 // NCCL on GPU `device` (-1: local rank modulo the GPU count) for the ranks of
 // `bootstrap`, over which the NCCL unique id is broadcast. kiln::Error "built
 // without CUDA" (or "built without NCCL") when this build has no NCCL.
+// The group makes its GPU the calling thread's current device and leaves it so
+// (as torch.distributed does with a device id): the rank's kernels, tensors
+// and streams then land on that GPU and no context is made on GPU 0.
 ProcessGroupPtr new_nccl_group(const ProcessGroupPtr& bootstrap, int device, double timeout_seconds);
 bool nccl_built();
+// NCCL's version as the loaded library reports it ("2.27.7"); "" without NCCL.
+std::string nccl_version();
+// False in a build made with KILN_MPI=OFF: the mpi group and mpirun runs are
+// then a kiln::Error "built without MPI".
+bool built_with_mpi();
 
 }  // namespace kiln::dist

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <utility>
@@ -19,11 +20,19 @@
 #include "test_util.h"
 
 // Skips the test when there is no GPU (no device, no driver) or kiln was
-// built without CUDA, so CI stays green.
-#define KILN_REQUIRE_CUDA()                                                               \
-  do {                                                                                    \
-    if (!::kiln::cuda::is_available())                                                    \
-      GTEST_SKIP() << (::kiln::cuda_built() ? "no CUDA device" : "built without CUDA");   \
+// built without CUDA, so CI stays green. With KILN_REQUIRE_CUDA=1 in the
+// environment (tools/gpu_check.sh sets it) the same test fails instead: on
+// the GPU machine a skip would pass a check that never ran.
+#define KILN_REQUIRE_CUDA() KILN_REQUIRE_GPU_PART(::kiln::cuda::is_available(), \
+    ::kiln::cuda_built() ? "no CUDA device" : "built without CUDA")
+#define KILN_REQUIRE_GPU_PART(ok, why)                                                   \
+  do {                                                                                   \
+    if (!(ok)) {                                                                         \
+      const char* kiln_require_ = std::getenv("KILN_REQUIRE_CUDA");                      \
+      if (kiln_require_ != nullptr && std::string(kiln_require_) == "1")                 \
+        GTEST_FAIL() << "KILN_REQUIRE_CUDA=1, but " << (why);                            \
+      GTEST_SKIP() << (why);                                                             \
+    }                                                                                    \
   } while (0)
 
 namespace kiln::testing {

@@ -175,7 +175,13 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
   // Under mpirun: one process per rank (Note [Data-parallel training] in train/trainer.h);
   // with --device cuda the ranks reduce over NCCL, each on GPU local_rank % GPUs.
   dist::ProcessGroupOptions pg;
-  if (Device::parse(a.device).is_cuda() && dist::launched_by_mpi()) pg.backend = "nccl";
+  if (Device::parse(a.device).is_cuda() && dist::launched_by_mpi()) {
+    // The rank's own GPU is current before the group (or anything else) touches
+    // CUDA, so no rank makes a context on GPU 0 (Note [NCCL device]).
+    pg.backend = "nccl";
+    pg.device = dist::local_rank() % cuda::device_count();
+    cuda::set_device(pg.device);
+  }
   const dist::ProcessGroupPtr group = dist::init_process_group(pg);
   if (group->device().is_cuda()) {
     cuda::set_device(group->device().index);

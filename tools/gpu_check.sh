@@ -1,84 +1,84 @@
 #!/usr/bin/env bash
-# tools/gpu_check.sh: build kiln with the CUDA backend and check it on this
-# machine's NVIDIA GPU, in one run of under 8 minutes on one H200:
+# tools/gpu_check.sh: checks kiln's CUDA half on an NVIDIA GPU from a bundle
+# made on the CPU machine (`make gpu-bundle`, Note [GPU bundle] in
+# tools/gpu_bundle.sh), on a machine with CUDA, CMake, ninja and Python but
+# none of kiln's Debian packages. docs/gpu.md has the exact command lines.
 #
-#   1. gpu        what nvidia-smi reports (name, memory, driver)
-#   2. build      cmake + ninja with -DKILN_CUDA=ON (kiln, kiln_tests, kiln_cli)
-#   3. cuda-ops   the Cuda* tests: every registry op and every kernel on CUDA
-#                 against the CPU, normalised-error thresholds per dtype
-#                 (tests/test_cuda_ops.cpp, test_cuda_kernels.cpp), tensors,
-#                 streams, events, copies (test_cuda_device.cpp),
-#                 fused kernels and optimizers (test_cuda_fused.cpp), cuDNN
-#                 attention (test_cuda_sdpa.cpp), autocast and mixed-precision
-#                 training on the GPU (test_amp.cpp), batch staging
-#                 (test_device_staging.cpp)
-#   4. allocator  the caching-allocator tests (CPU-side simulated device) and
-#                 the allocator tests on the real device
-#   4b. nccl      a one-rank NCCL group runs every collective on the GPU
-#                 (tests/dist/test_collectives.cpp, CudaNccl*) and `kiln bench
-#                 allreduce --backend nccl`
-#   5. memcheck   compute-sanitizer --tool memcheck over the CUDA kernel tests
-#   6. bench      `kiln bench train --device cuda` for BERT-base at sequence
-#                 length 128, when the kiln command has that subcommand
-#   7. torch      the same training step in PyTorch + Hugging Face (SDPA
-#                 attention, bf16 autocast), when both are installed, and the
-#                 kiln / torch ratio of sequences per second
-# and prints a summary table last. The whole log goes to $OUT/gpu_check.log
-# when OUT is set (the device tool's output folder), else to the build folder.
+# A lease runs one command for at most 10 minutes, so the check comes in two
+# parts of under 9 minutes each (every step under its own timeout; a failing
+# step never stops the rest):
+#   part 1 (quick)  gpu       nvidia-smi: name, memory, driver
+#                   bundle    unpack, checksums, CPU has the ISA baseline
+#                   start     `kiln info --libs --require cuda,nccl`: which
+#                             libcudart/cuBLAS/cuDNN/NCCL files were loaded,
+#                             with versions (retried with lib/compat's
+#                             libstdc++; else the kit's source build)
+#                   cuda-ops  every registry op and kernel on CUDA against the
+#                             CPU, tensors, streams, copies, fused kernels,
+#                             optimizers, autocast, staging (Cuda*, DeviceStaging*)
+#                   allocator the caching allocator, simulated and on the device
+#                   sdpa      cuDNN fused attention against the CPU (CudaSdpa*)
+#                   nccl      a one-rank NCCL group: every collective, DDP's
+#                             model check, `kiln bench allreduce --backend nccl`
+#                   train     `kiln pretrain --device cuda` for a few steps on
+#                             the embedded corpus, then `kiln evaluate`
+#   part 2 (slow)   large     a tensor over 2^31 elements, launches over
+#                             65,535 rows (CudaLarge*)
+#                   memcheck  compute-sanitizer memcheck over the kernel, fused,
+#                             optimizer and cuDNN attention tests
+#                   bench     `kiln bench train --device cuda` BERT-base bf16
+#                   torch     the same step in PyTorch + transformers
+#                             (tools/gpu_torch_step.py) and the kiln/torch ratio
+# The summary table comes last; it and the full log are written to $OUT (the
+# device tool's output folder) when set, else to the work folder.
 #
-# Usage: tools/gpu_check.sh [options]
-#   --build-dir DIR   build folder (default build-gpu)
-#   --arch ARCHS      CMAKE_CUDA_ARCHITECTURES: native (default), "80;90", 90, ...
-#   --no-build        use an existing build in --build-dir (for example one
-#                     built elsewhere and carried to this machine)
-#   --jobs N          build jobs (default: all cores)
-#   --quick           skip memcheck and the PyTorch comparison
-#   --batch N         BERT batch size for bench/torch (default 32)
-# Exit status: 0 when every step that ran passed (steps that cannot run here
-# are "skipped", not failures), 1 otherwise.
+# Usage: tools/gpu_check.sh --bundle PATH [options]
+#   --bundle PATH    gpu-bundle.tar.xz or its unpacked folder (required)
+#   --part 1|2|all   which part (default 1; "all" needs about 18 minutes)
+#   --from-source    skip the bundle's binaries: build from source with its kit
+#   --work DIR       where to unpack and build (default /tmp/kiln-gpu)
+#   --batch N        BERT-base batch for bench and torch (default 32)
+# Exit status: 0 when no step failed, 1 otherwise, 2 for bad arguments.
 set -uo pipefail
-
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
-BUILD=build-gpu
-ARCH=native
-DO_BUILD=1
-JOBS=$(nproc 2>/dev/null || echo 4)
-QUICK=0
+BUNDLE=""
+PART=1
+FROM_SOURCE=0
+WORK=/tmp/kiln-gpu
 BATCH=32
 SEQ=128
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir) BUILD=$2; shift 2 ;;
-    --arch) ARCH=$2; shift 2 ;;
-    --no-build) DO_BUILD=0; shift ;;
-    --jobs) JOBS=$2; shift 2 ;;
-    --quick) QUICK=1; shift ;;
-    --batch) BATCH=$2; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    --bundle) BUNDLE=${2:-}; shift 2 ;;
+    --part) PART=${2:-}; shift 2 ;;
+    --from-source) FROM_SOURCE=1; shift ;;
+    --work) WORK=${2:-}; shift 2 ;;
+    --batch) BATCH=${2:-}; shift 2 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown option $1 (see --help)"; exit 2 ;;
   esac
 done
-case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+[ -n "$BUNDLE" ] || { echo "gpu_check: --bundle PATH is required (make gpu-bundle; see docs/gpu.md)"; exit 2; }
+case "$PART" in 1|2|all) ;; *) echo "gpu_check: --part must be 1, 2 or all, not '$PART'"; exit 2 ;; esac
+case "$BUNDLE" in /*) ;; *) BUNDLE=$ROOT/$BUNDLE ;; esac
+[ -e "$BUNDLE" ] || { echo "gpu_check: no bundle at $BUNDLE"; exit 2; }
 
-LOGDIR=${OUT:-$BUILD}
-mkdir -p "$LOGDIR" "$BUILD"
-LOG=$LOGDIR/gpu_check.log
+LOGDIR=${OUT:-$WORK}
+mkdir -p "$LOGDIR" "$WORK"
+LOG=$LOGDIR/gpu_check-part$PART.log
 : > "$LOG"
 exec > >(tee -a "$LOG") 2>&1
 
 T0=$(date +%s)
-NAMES=(); RESULTS=(); SECONDS_USED=(); NOTES=()
-record() {  # name result seconds note
-  NAMES+=("$1"); RESULTS+=("$2"); SECONDS_USED+=("$3"); NOTES+=("$4")
-}
+NAMES=(); RESULTS=(); SECS=(); NOTES=()
+record() { NAMES+=("$1"); RESULTS+=("$2"); SECS+=("$3"); NOTES+=("$4"); }
 banner() { printf '\n==== %s  (t+%ss)\n' "$1" "$(( $(date +%s) - T0 ))"; }
-
-# run_step NAME TIMEOUT_S NOTE_ON_PASS CMD...: runs CMD under a timeout and records the result.
+# run_step NAME TIMEOUT_S NOTE CMD...: CMD under a timeout; records pass or FAIL.
 run_step() {
   local name=$1 limit=$2 note=$3; shift 3
   banner "$name: $*"
-  local start=$(date +%s)
+  local start; start=$(date +%s)
   timeout --kill-after=10 "$limit" "$@"
   local rc=$?
   local secs=$(( $(date +%s) - start ))
@@ -88,8 +88,10 @@ run_step() {
   fi
   return $rc
 }
+part1() { [ "$PART" = 1 ] || [ "$PART" = all ]; }
+part2() { [ "$PART" = 2 ] || [ "$PART" = all ]; }
 
-# ---- 1. the GPU ------------------------------------------------------------------
+# ---- gpu ------------------------------------------------------------------------
 banner gpu
 GPU_NAME=none
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -97,147 +99,189 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   record gpu pass 0 "$GPU_NAME"
 else
-  echo "no NVIDIA GPU visible (nvidia-smi missing or found none): the CUDA tests will skip"
-  record gpu skipped 0 "no GPU"
+  echo "no NVIDIA GPU visible (nvidia-smi missing or found none)"
+  record gpu FAIL 0 "no GPU: every GPU test would skip, so the check cannot pass here"
 fi
 
-# ---- 2. build ------------------------------------------------------------------------
-if [ $DO_BUILD -eq 1 ]; then
-  banner "build (CUDA architectures: $ARCH, $JOBS jobs)"
+# ---- bundle: unpack, checksums, ISA ----------------------------------------------
+banner bundle
+start=$(date +%s)
+B=""
+if [ -d "$BUNDLE" ]; then
+  B=$BUNDLE
+else
+  rm -rf "$WORK/bundle"; mkdir -p "$WORK/bundle"
+  if timeout 120 tar -C "$WORK/bundle" -xJf "$BUNDLE"; then
+    B=$(find "$WORK/bundle" -mindepth 1 -maxdepth 1 -type d | head -1)
+  fi
+fi
+if [ -n "$B" ] && [ -f "$B/SHA256SUMS" ] && (cd "$B" && sha256sum --quiet -c SHA256SUMS); then
+  head -3 "$B/BUNDLE_INFO"
+  note="$(sed -n 's/^commit: //p' "$B/BUNDLE_INFO")"
+  # x86-64-v3: AVX2, FMA, BMI1/2, F16C, MOVBE, LZCNT (abm), XSAVE.
+  missing=""
+  for f in avx2 fma bmi1 bmi2 f16c movbe abm xsave; do grep -qw "$f" /proc/cpuinfo || missing="$missing $f"; done
+  if [ -n "$missing" ]; then
+    echo "this CPU lacks$missing: the bundle's x86-64-v3 binaries would die; using the source build"
+    FROM_SOURCE=1; note="$note; CPU lacks$missing"
+  fi
+  record bundle pass $(( $(date +%s) - start )) "commit $note"
+else
+  record bundle FAIL $(( $(date +%s) - start )) "cannot unpack or checksum $BUNDLE"
+fi
+
+# ---- the CUDA libraries of this machine --------------------------------------------
+# cuBLAS and the runtime from the toolkit; cuDNN and NCCL from Python's wheels
+# (nvidia-cudnn-cu13, nvidia-nccl-cu13), which keep versioned names only.
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")}
+PY=${KILN_PYTHON:-python3}
+wheel_dir() {  # LIBGLOB: the folder of the first match under Python's site-packages/nvidia
+  "$PY" - "$1" <<'PYEOF' 2>/dev/null
+import glob, os, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()]
+try:
+    import nvidia
+    roots = list(nvidia.__path__) + roots
+except Exception:
+    pass
+for r in roots:
+    hits = sorted(glob.glob(os.path.join(r, "**", sys.argv[1]), recursive=True))
+    if hits:
+        print(os.path.dirname(os.path.realpath(hits[0])))
+        break
+PYEOF
+}
+CUDNN_LIB=$(wheel_dir 'libcudnn.so.9*')
+NCCL_LIB=$(wheel_dir 'libnccl.so.2*')
+echo "CUDA toolkit: $CUDA_HOME; cuDNN libraries: ${CUDNN_LIB:-not found in Python's packages}; NCCL: ${NCCL_LIB:-not found in Python's packages}"
+LIBPATH=""
+for d in "$CUDNN_LIB" "$NCCL_LIB" "$CUDA_HOME/lib64" "$CUDA_HOME/lib"; do
+  [ -n "$d" ] && [ -d "$d" ] && LIBPATH="$LIBPATH${LIBPATH:+:}$d"
+done
+export LD_LIBRARY_PATH="$LIBPATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CUDNN_ROOT=${CUDNN_LIB:+$(dirname "$CUDNN_LIB")}
+export NCCL_ROOT=${NCCL_LIB:+$(dirname "$NCCL_LIB")}
+
+# ---- start: the bundle's binaries, else the kit's source build ---------------------
+# First whether the binaries start at all (the loader finds every library, the
+# CPU runs the code), then whether CUDA and NCCL are in and a device is seen.
+BIN=""
+if [ -n "$B" ]; then
+  banner "start: kiln info --libs"
   start=$(date +%s)
-  if cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
-        "-DCMAKE_CUDA_ARCHITECTURES=$ARCH" >"$BUILD/configure.log" 2>&1 &&
-     timeout 300 ninja -C "$BUILD" -j"$JOBS" kiln kiln_tests kiln_cli kiln_dist_tests; then
-    record build pass $(( $(date +%s) - start )) "arch $ARCH"
+  how=""
+  if [ $FROM_SOURCE -eq 0 ] && timeout 60 "$B/bin/kiln" info --libs > "$LOGDIR/kiln_info.txt" 2>&1; then
+    BIN=$B/bin; how="bundle binaries"
+  elif [ $FROM_SOURCE -eq 0 ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$B/lib/compat" \
+         timeout 60 "$B/bin/kiln" info --libs > "$LOGDIR/kiln_info.txt" 2>&1; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$B/lib/compat"
+    BIN=$B/bin; how="bundle binaries with lib/compat's libstdc++"
   else
-    tail -30 "$BUILD/configure.log"
-    record build FAIL $(( $(date +%s) - start )) "see $BUILD/configure.log"
+    [ $FROM_SOURCE -eq 0 ] && { echo "the bundle's kiln did not start:"; cat "$LOGDIR/kiln_info.txt"; }
+    banner "source build against the kit (cmake -C kit/kit.cmake: KILN_MPI=OFF, KILN_NCCL=ON)"
+    SRC_BUILD=$WORK/build-src
+    if timeout 420 bash -c 'cmake -S "$1" -B "$2" -G Ninja -C "$3/kit/kit.cmake" > "$2.configure.log" 2>&1 &&
+                             ninja -C "$2" kiln_cli kiln_tests kiln_dist_tests' _ "$ROOT" "$SRC_BUILD" "$B" &&
+       timeout 60 "$SRC_BUILD/bin/kiln" info --libs > "$LOGDIR/kiln_info.txt" 2>&1; then
+      mkdir -p "$WORK/src-bin"
+      ln -sf "$SRC_BUILD/bin/kiln" "$SRC_BUILD/tests/kiln_tests" "$SRC_BUILD/tests/kiln_dist_tests" "$WORK/src-bin/"
+      BIN=$WORK/src-bin; how="source build against the kit"
+    else
+      tail -30 "$SRC_BUILD.configure.log" 2>/dev/null; cat "$LOGDIR/kiln_info.txt" 2>/dev/null
+    fi
+  fi
+  cat "$LOGDIR/kiln_info.txt" 2>/dev/null
+  if [ -z "$BIN" ]; then
+    record start FAIL $(( $(date +%s) - start )) "neither the bundle's binaries nor the kit's source build start"
+  elif ! req=$(timeout 60 "$BIN/kiln" info --require cuda,nccl 2>&1 >/dev/null); then
+    record start FAIL $(( $(date +%s) - start )) "$how start, but: ${req#kiln: error: }"
+  else
+    record start pass $(( $(date +%s) - start )) "$how"
   fi
 else
-  record build skipped 0 "--no-build: using $BUILD"
+  record start FAIL 0 "no bundle"
 fi
-TESTS=$BUILD/tests/kiln_tests
-KILN=$BUILD/bin/kiln
 
-# ---- 3. CUDA ops against the CPU ---------------------------------------------------------------
-if [ -x "$TESTS" ]; then
-  run_step cuda-ops 240 "registry ops + kernels vs CPU" \
-    "$TESTS" --gtest_filter='Cuda*:DeviceStaging*' --gtest_brief=1
-  # ---- 4. allocator: CPU-side simulated device, then on the device -------------------------------
-  run_step allocator 120 "simulated + on device" \
+# ---- the steps ------------------------------------------------------------------
+TESTS=$BIN/kiln_tests
+DIST=$BIN/kiln_dist_tests
+KILN=$BIN/kiln
+STEPS1="cuda-ops allocator sdpa nccl train"
+STEPS2="large memcheck bench torch"
+if [ -z "$BIN" ]; then
+  part1 && for s in $STEPS1; do record "$s" FAIL 0 "kiln did not start"; done
+  part2 && for s in $STEPS2; do record "$s" FAIL 0 "kiln did not start"; done
+fi
+export KILN_REQUIRE_CUDA=1  # the Cuda* tests fail instead of skipping when no device is usable
+
+if [ -n "$BIN" ] && part1; then
+  run_step cuda-ops 150 "registry ops + kernels vs CPU" \
+    "$TESTS" --gtest_filter='Cuda*:DeviceStaging*:-CudaSdpa*:CudaLarge*' --gtest_brief=1
+  run_step allocator 45 "simulated + on device" \
     "$TESTS" --gtest_filter='CachingAllocator*:PinnedHostAllocator*:HostHeapMemory*:CudaMemory*:CudaAllocator*' \
     --gtest_brief=1
-  # ---- 4b. the one-rank NCCL group: every collective on the GPU, then its bandwidth ----------
-  if [ -x "$BUILD/tests/kiln_dist_tests" ]; then
-    run_step nccl 90 "one-rank group, all collectives" \
-      "$BUILD/tests/kiln_dist_tests" --gtest_filter='CudaNccl*' --gtest_brief=1
-    [ -x "$KILN" ] && run_step nccl-bench 60 "bench allreduce, one rank" "$KILN" bench allreduce --backend nccl
+  run_step sdpa 60 "cuDNN attention vs CPU" "$TESTS" --gtest_filter='CudaSdpa*' --gtest_brief=1
+  if grep -q '^  nccl: on' "$LOGDIR/kiln_info.txt"; then
+    run_step nccl 60 "one-rank group: collectives, DDP" "$DIST" --gtest_filter='CudaNccl*' --gtest_brief=1
+    run_step nccl-bench 30 "bench allreduce, one rank" "$KILN" bench allreduce --backend nccl
   else
-    record nccl FAIL 0 "no test binary at $BUILD/tests/kiln_dist_tests"
+    record nccl FAIL 0 "this kiln was built without NCCL"
   fi
-  # ---- 5. compute-sanitizer memcheck ------------------------------------------------------------
-  if [ $QUICK -eq 1 ]; then
-    record memcheck skipped 0 "--quick"
-  elif ! command -v compute-sanitizer >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/compute-sanitizer ]; then
-    record memcheck skipped 0 "compute-sanitizer not installed"
-  elif [ "$GPU_NAME" = none ]; then
-    record memcheck skipped 0 "no GPU"
-  else
-    CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    run_step memcheck 200 "no errors" \
-      "$CS" --tool memcheck --error-exitcode 99 --leak-check no \
-      "$TESTS" --gtest_filter='CudaKernels.*:CudaTensor.*:CudaCopy.*:CudaOpsEndToEnd.*:CudaFused.*' --gtest_brief=1
-  fi
-else
-  for s in cuda-ops allocator memcheck; do record $s FAIL 0 "no test binary at $TESTS"; done
+  rm -rf "$WORK/train"
+  run_step train 90 "pretrain 20 steps + evaluate on cuda" bash -c '
+    "$1" pretrain --device cuda --output-dir "$2" --max-steps 20 --logging-steps 5 --save-steps 10 &&
+    "$1" evaluate --device cuda --model "$2" --output-dir "$2/eval"' _ "$KILN" "$WORK/train"
 fi
 
-# ---- 6. kiln bench train --------------------------------------------------------------------
-KILN_SEQS=""
-if [ -x "$KILN" ] && "$KILN" bench train --help >/dev/null 2>&1; then
-  banner "bench: kiln bench train --device cuda (BERT-base, seq $SEQ)"
+if [ -n "$BIN" ] && part2; then
+  run_step large 90 "2^31 elements, > 65,535 rows" "$TESTS" --gtest_filter='CudaLarge*' --gtest_brief=1
+  CS=$(command -v compute-sanitizer || echo "$CUDA_HOME/bin/compute-sanitizer")
+  if [ -x "$CS" ]; then
+    run_step memcheck 200 "no errors" "$CS" --tool memcheck --error-exitcode 99 --leak-check no \
+      "$TESTS" --gtest_filter='CudaKernels.*:CudaTensor.*:CudaCopy.*:CudaOpsEndToEnd.*:CudaFused.*:CudaSdpa.*' \
+      --gtest_brief=1
+  else
+    record memcheck FAIL 0 "compute-sanitizer not found at $CS"
+  fi
+  banner "bench: kiln bench train --device cuda --shape bert-base --amp bf16 (batch $BATCH, seq $SEQ)"
   start=$(date +%s)
-  # pass only the options this version of the subcommand knows
-  HELP=$("$KILN" bench train --help 2>&1)
-  ARGS=(--device cuda)
-  grep -q -- '--shape' <<<"$HELP" && ARGS+=(--shape bert-base)
-  grep -q -- '--seq' <<<"$HELP" && ARGS+=(--seq "$SEQ")
-  grep -q -- '--batch' <<<"$HELP" && ARGS+=(--batch "$BATCH")
-  grep -q -- '--amp' <<<"$HELP" && ARGS+=(--amp bf16)  # as the PyTorch side below
-  echo "kiln bench train ${ARGS[*]}"
-  timeout 150 "$KILN" bench train "${ARGS[@]}" 2>&1 | tee "$LOGDIR/bench_train.txt"
+  timeout 120 "$KILN" bench train --device cuda --shape bert-base --seq "$SEQ" --batch "$BATCH" --amp bf16 \
+    2>&1 | tee "$LOGDIR/bench_train.txt"
   rc=${PIPESTATUS[0]}
   # sequences/s = tokens_per_s / seq from the `bench train shape=... tokens_per_s=N` line
   KILN_SEQS=$(sed -n 's/^bench train shape=.* seq=\([0-9]*\) .*tokens_per_s=\([0-9.]*\).*/\2 \1/p' \
                 "$LOGDIR/bench_train.txt" | tail -1 | awk '{ if ($2 > 0) printf "%.1f", $1 / $2 }')
-  if [ "$rc" -eq 0 ]; then record bench pass $(( $(date +%s) - start )) "${KILN_SEQS:-?} seq/s"
-  else record bench FAIL $(( $(date +%s) - start )) "exit status $rc"; fi
-else
-  record bench skipped 0 "kiln has no 'bench train' subcommand yet"
+  if [ "$rc" -eq 0 ] && [ -n "$KILN_SEQS" ]; then record bench pass $(( $(date +%s) - start )) "$KILN_SEQS seq/s"
+  else record bench FAIL $(( $(date +%s) - start )) "exit status $rc${KILN_SEQS:+, $KILN_SEQS seq/s}"; fi
+  TORCH_SEQS=""
+  if "$PY" -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
+    banner "torch: BERT-base MLM training step, bf16 autocast, SDPA (batch $BATCH, seq $SEQ)"
+    start=$(date +%s)
+    BATCH=$BATCH SEQ=$SEQ PYTHONUNBUFFERED=1 timeout 120 "$PY" "$ROOT/tools/gpu_torch_step.py" 2>&1 |
+      tee "$LOGDIR/torch_step.txt"
+    rc=${PIPESTATUS[0]}
+    TORCH_SEQS=$(grep -oE '[0-9.]+ seq/s' "$LOGDIR/torch_step.txt" | tail -1 | grep -oE '^[0-9.]+')
+    if [ "$rc" -eq 0 ]; then record torch pass $(( $(date +%s) - start )) "${TORCH_SEQS:-?} seq/s"
+    else record torch FAIL $(( $(date +%s) - start )) "exit status $rc"; fi
+  else
+    record torch FAIL 0 "PyTorch with CUDA and transformers not importable by $PY"
+  fi
+  if [ -n "$KILN_SEQS" ] && [ -n "$TORCH_SEQS" ]; then
+    RATIO=$(awk -v a="$KILN_SEQS" -v b="$TORCH_SEQS" 'BEGIN { printf "%.2f", a / b }')
+    record ratio info 0 "kiln/torch seq/s = $RATIO (target >= 1.2)"
+  fi
 fi
 
-# ---- 7. PyTorch + Hugging Face, same step ------------------------------------------------------------
-TORCH_SEQS=""
-PY=${KILN_PYTHON:-python3}
-if [ $QUICK -eq 1 ]; then
-  record torch skipped 0 "--quick"
-elif [ "$GPU_NAME" != none ] && "$PY" -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
-  banner "torch: BERT-base MLM training step, bf16 autocast, SDPA (batch $BATCH, seq $SEQ)"
-  start=$(date +%s)
-  BATCH=$BATCH SEQ=$SEQ timeout 180 "$PY" - <<'PYEOF' 2>&1 | tee "$LOGDIR/torch_step.txt"
-import os, time, torch, transformers
-from transformers import BertConfig, BertForMaskedLM
-B, S = int(os.environ["BATCH"]), int(os.environ["SEQ"])
-torch.manual_seed(0)
-cfg = BertConfig(attn_implementation="sdpa")  # bert-base-uncased shape
-model = BertForMaskedLM(cfg).cuda().train()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-ids = torch.randint(0, cfg.vocab_size, (B, S), device="cuda")
-labels = torch.full((B, S), -100, device="cuda")
-mask = torch.rand(B, S, device="cuda") < 0.15
-labels[mask] = ids[mask]
-def step():
-    opt.zero_grad(set_to_none=True)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = model(input_ids=ids, labels=labels).loss
-    loss.backward()
-    opt.step()
-    return loss
-for _ in range(5): step()
-torch.cuda.synchronize()
-n = 30
-start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-start.record()
-for _ in range(n): loss = step()
-end.record(); torch.cuda.synchronize()
-sec = start.elapsed_time(end) / 1e3 / n
-L, H, V = cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size
-nonemb = sum(p.numel() for n_, p in model.named_parameters() if "embeddings" not in n_)
-flops = 6 * nonemb * B * S + 12 * L * B * S * S * H + 6 * B * S * H * V  # matmuls, attention, MLM decoder
-peak = 989e12  # dense bf16, H100/H200 SXM datasheet
-print(f"torch {torch.__version__} transformers {transformers.__version__}: step {sec*1e3:.2f} ms  "
-      f"{B/sec:.1f} seq/s  MFU {flops/sec/peak*100:.1f}% (of {peak/1e12:.0f} TFLOP/s)  loss {loss.item():.3f}")
-print(f"peak allocated {torch.cuda.max_memory_allocated()/2**30:.2f} GiB, reserved {torch.cuda.max_memory_reserved()/2**30:.2f} GiB")
-PYEOF
-  rc=${PIPESTATUS[0]}
-  TORCH_SEQS=$(grep -oE '[0-9.]+ seq/s' "$LOGDIR/torch_step.txt" | tail -1 | grep -oE '^[0-9.]+')
-  if [ "$rc" -eq 0 ]; then record torch pass $(( $(date +%s) - start )) "${TORCH_SEQS:-?} seq/s"
-  else record torch FAIL $(( $(date +%s) - start )) "exit status $rc"; fi
-else
-  record torch skipped 0 "no GPU, or PyTorch/transformers not installed"
-fi
-if [ -n "$KILN_SEQS" ] && [ -n "$TORCH_SEQS" ]; then
-  RATIO=$(awk -v a="$KILN_SEQS" -v b="$TORCH_SEQS" 'BEGIN { printf "%.2f", a / b }')
-  record ratio info 0 "kiln/torch seq/s = $RATIO (target >= 1.2)"
-fi
-
-# ---- summary ---------------------------------------------------------------------------------
+# ---- summary ------------------------------------------------------------------------
 FAILED=0
-printf '\n==== gpu_check summary (%s, %s, %ss total; log %s)\n' "$GPU_NAME" "$(date -u +%Y-%m-%dT%H:%MZ)" \
-  "$(( $(date +%s) - T0 ))" "$LOG"
-printf '%-10s %-8s %6s  %s\n' step result secs note
-for i in "${!NAMES[@]}"; do
-  printf '%-10s %-8s %6s  %s\n' "${NAMES[$i]}" "${RESULTS[$i]}" "${SECONDS_USED[$i]}" "${NOTES[$i]}"
-  [ "${RESULTS[$i]}" = FAIL ] && FAILED=1
-done
+{
+  printf '\n==== gpu_check part %s summary (%s, %s, %ss total)\n' "$PART" "$GPU_NAME" "$(date -u +%Y-%m-%dT%H:%MZ)" \
+    "$(( $(date +%s) - T0 ))"
+  printf '%-10s %-6s %5s  %s\n' step result secs note
+  for i in "${!NAMES[@]}"; do
+    printf '%-10s %-6s %5s  %s\n' "${NAMES[$i]}" "${RESULTS[$i]}" "${SECS[$i]}" "${NOTES[$i]}"
+  done
+} > "$LOGDIR/summary-part$PART.txt"
+for r in "${RESULTS[@]}"; do [ "$r" = FAIL ] && FAILED=1; done
+cat "$LOGDIR/summary-part$PART.txt"
 exit $FAILED

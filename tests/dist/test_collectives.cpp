@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "../cuda_test_util.h"
 #include "../test_util.h"
 #include "cuda/cuda.h"
 #include "dist/process_group.h"
@@ -162,11 +163,19 @@ TEST(Collectives, NcclNeedsACudaBuild) {
   EXPECT_KILN_ERROR(new_nccl_group(self, -1, 10), cuda_built() ? "built without NCCL" : "built without CUDA");
 }
 
+// A build with KILN_MPI=OFF (the GPU kit's, tools/gpu_bundle_check.sh): the
+// mpi group is a clear error, the one-process groups work.
+TEST(Collectives, MpiNeedsAnMpiBuild) {
+  if (built_with_mpi()) GTEST_SKIP() << "built with MPI";
+  EXPECT_KILN_ERROR(new_mpi_group(10), "built without MPI", "KILN_MPI=ON");
+  EXPECT_EQ(new_single_group(10)->size(), 1);
+}
+
 // The one-rank NCCL path on a GPU (tools/gpu_check.sh; skipped without NCCL
 // or a GPU): every collective runs and, over one rank, leaves the values as
 // they are; a CPU tensor is refused with the group's device in the message.
 TEST(CudaNccl, OneRankGroupRunsEveryCollectiveOnTheGpu) {
-  if (!nccl_built() || !cuda::is_available()) GTEST_SKIP() << "needs NCCL and a GPU";
+  KILN_REQUIRE_GPU_PART(nccl_built() && cuda::is_available(), "needs NCCL and a GPU");
   ProcessGroupPtr nccl = new_nccl_group(new_single_group(30), 0, 30);
   EXPECT_EQ(nccl->backend(), "nccl");
   EXPECT_EQ(nccl->size(), 1);

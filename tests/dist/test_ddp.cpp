@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <thread>
 
+#include "../cuda_test_util.h"
 #include "../test_util.h"
 #include "data/sampler.h"
+#include "cuda/cuda.h"
 #include "dist/ddp.h"
 #include "nn/bert.h"
 #include "optim/adamw.h"
@@ -328,6 +330,34 @@ TEST(DDP, DifferentModulesOnTheRanksAreAnError) {
   if (pg().size() == 1) GTEST_SKIP() << "needs two ranks";
   Pair m(pg().rank() == 0 ? 4 : 5);
   EXPECT_KILN_ERROR(DistributedDataParallel(m, default_process_group()), "holds a different module");
+}
+
+// DDP over a one-rank NCCL group on a GPU (tools/gpu_check.sh; skipped
+// without NCCL or a GPU): construction gathers the module's fingerprint on
+// the GPU (the check runs for NCCL groups too, not only for CPU ones), and
+// a synced backward leaves the gradients of a plain backward (one rank: the
+// average of one).
+TEST(CudaNccl, DdpOnAOneRankGroupChecksTheModelAndSyncs) {
+  KILN_REQUIRE_GPU_PART(nccl_built() && cuda::is_available(), "needs NCCL and a GPU");
+  const Device gpu(DeviceType::CUDA, 0);
+  ProcessGroupPtr nccl = new_nccl_group(new_single_group(30), 0, 30);
+  manual_seed(7);
+  nn::BertForMaskedLM plain(tiny_config());
+  plain.to(gpu);
+  manual_seed(7);
+  nn::BertForMaskedLM model(tiny_config());
+  model.to(gpu);
+  Batch b = global_batch(0, 0);
+  b = {b.ids.slice(0, 0, 2).to(gpu), b.labels.slice(0, 0, 2).to(gpu)};
+  loss_of(plain, b).backward();
+  DistributedDataParallel ddp(model, nccl);
+  loss_of(model, b).backward();
+  ddp.finish_gradient_sync();
+  const std::vector<Tensor> want = grads_of(plain), got = grads_of(model);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i].to(kCPU).to_vector<double>(), want[i].to(kCPU).to_vector<double>()) << "parameter " << i;
+  nccl->shutdown();
 }
 
 // ---- run by tests/dist.cmake only (KILN_DIST_TIMEOUT=10, two ranks) ---------
