@@ -8,13 +8,20 @@
 //    backward as in forward;
 //  - cases cuDNN does not take (float32, head size not a multiple of 8) fall
 //    back to the other paths and still match the CPU.
+// The CPU-side tests check the pure rules of cuda/attention_cudnn_rules.h:
+// the cuDNN version rules, the buckets, the argument buffer's alignment.
 // Agreement is the normalised error ||cuda - cpu|| / ||cpu|| against the
 // per-dtype thresholds of tests/cuda_test_util.h. Every GPU test skips
 // without a device (or without CUDA), so CI stays green.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/random.h"
+#include "cuda/attention_cudnn_rules.h"
 #include "cuda/cuda.h"
 #include "ops/fused.h"
 #include "ops/internal.h"
@@ -228,6 +235,152 @@ TEST(CudaSdpa, UnsupportedCasesFallBackAndMatchCpu) {
     EXPECT_TRUE(close(gpu.out, cpu.out, c.dt, "output"));
     EXPECT_TRUE(close(gpu.grads[0], cpu.grads[0], c.dt, "grad"));
   }
+}
+
+// ---- the rules, on the CPU (cuda/attention_cudnn_rules.h) ----------------------
+
+using cuda::sdpa::args_layout;
+using cuda::sdpa::ArgsLayout;
+using cuda::sdpa::bucket_length;
+using cuda::sdpa::cudnn_version_number;
+using cuda::sdpa::graph_rules;
+using cuda::sdpa::Pass;
+
+TEST(CudnnRules, VersionNumbersAreCudnnGetVersions) {
+  EXPECT_EQ(cudnn_version_number(9, 15, 0), 91500);
+  EXPECT_EQ(cudnn_version_number(9, 10, 1), 91001);
+  EXPECT_EQ(cudnn_version_number(9, 0, 0), 90000);
+  EXPECT_EQ(cudnn_version_number(10, 2, 3), 100203);
+}
+
+TEST(CudnnRules, RefusesHalfAttentionOnCudnn9_10_0And9_10_1) {
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    for (int64_t v : {91000, 91001}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::to_string(v));
+      const auto r = graph_rules(v, dt, Pass::Forward, 128, 128, false);
+      EXPECT_FALSE(r.supported);
+      EXPECT_NE(std::string(r.why).find("9.10"), std::string::npos) << r.why;
+      EXPECT_FALSE(graph_rules(v, dt, Pass::Backward, 128, 128, false).supported);  // the frontend refuses it too
+      EXPECT_FALSE(graph_rules(v, dt, Pass::Forward, 37, 37, true).supported);
+    }
+    for (int64_t v : {90000, 90900, 91002, 91100, 91500, 91900, 100000})
+      EXPECT_TRUE(graph_rules(v, dt, Pass::Forward, 128, 128, false).supported) << v;
+  }
+  // The version bug is the half-precision engines'; float32 is not refused for it.
+  EXPECT_TRUE(graph_rules(91000, DType::Float32, Pass::Forward, 128, 128, false).supported);
+  EXPECT_TRUE(graph_rules(91001, DType::Float32, Pass::Forward, 128, 128, false).supported);
+  EXPECT_FALSE(graph_rules(80906, DType::Float16, Pass::Forward, 128, 128, false).supported);  // cuDNN 8
+}
+
+TEST(CudnnRules, BackwardGetsPaddingMaskOffTheTileUpToCudnn9_15) {
+  const DType dt = DType::BFloat16;
+  for (int64_t v : {90000, 90600, 91200, 91500}) {
+    SCOPED_TRACE(v);
+    for (int64_t s : {37, 100, 129, 200}) {
+      EXPECT_TRUE(graph_rules(v, dt, Pass::Backward, s, s, false).supported);
+      EXPECT_TRUE(graph_rules(v, dt, Pass::Backward, s, s, false).add_padding_mask) << s;
+      EXPECT_FALSE(graph_rules(v, dt, Pass::Backward, s, s, true).add_padding_mask) << s;  // already has one
+      EXPECT_FALSE(graph_rules(v, dt, Pass::Forward, s, s, false).add_padding_mask) << s;  // backward only
+    }
+    for (int64_t s : {128, 256, 512})
+      EXPECT_FALSE(graph_rules(v, dt, Pass::Backward, s, s, false).add_padding_mask) << s;
+    // s_kv decides, not s_q.
+    EXPECT_TRUE(graph_rules(v, dt, Pass::Backward, 128, 37, false).add_padding_mask);
+    EXPECT_FALSE(graph_rules(v, dt, Pass::Backward, 37, 128, false).add_padding_mask);
+  }
+  for (int64_t v : {91501, 91600, 91900, 100000})
+    EXPECT_FALSE(graph_rules(v, dt, Pass::Backward, 37, 37, false).add_padding_mask) << v;
+}
+
+TEST(CudnnRules, BackwardRepadsAfterStatsBeforeCudnn9_10) {
+  const DType dt = DType::Float16;
+  EXPECT_TRUE(graph_rules(90500, dt, Pass::Backward, 128, 128, true).repad_after_stats);
+  EXPECT_TRUE(graph_rules(90900, dt, Pass::Backward, 37, 37, false).repad_after_stats);  // the added padding mask
+  EXPECT_FALSE(graph_rules(90500, dt, Pass::Backward, 128, 128, false).repad_after_stats);  // no padding mask
+  EXPECT_FALSE(graph_rules(91002, dt, Pass::Backward, 128, 128, true).repad_after_stats);
+  EXPECT_FALSE(graph_rules(91900, dt, Pass::Backward, 37, 37, true).repad_after_stats);
+  EXPECT_FALSE(graph_rules(90500, dt, Pass::Forward, 128, 128, true).repad_after_stats);
+}
+
+TEST(CudnnRules, BackwardOfOneByOneIsRefused) {
+  EXPECT_FALSE(graph_rules(91900, DType::Float16, Pass::Backward, 1, 1, false).supported);
+  EXPECT_TRUE(graph_rules(91900, DType::Float16, Pass::Forward, 1, 1, false).supported);
+  EXPECT_TRUE(graph_rules(91900, DType::Float16, Pass::Backward, 64, 64, true).supported);  // T = 1 in a bucket
+}
+
+TEST(CudnnRules, RaggedTensorsByDeviceAndVersion) {
+  using cuda::sdpa::ragged_offset_bytes;
+  using cuda::sdpa::ragged_supported;
+  EXPECT_TRUE(ragged_supported(90000, 9));
+  EXPECT_TRUE(ragged_supported(91500, 10));
+  EXPECT_FALSE(ragged_supported(91500, 8));
+  EXPECT_FALSE(ragged_supported(91800, 8));
+  EXPECT_TRUE(ragged_supported(91801, 8));
+  EXPECT_EQ(ragged_offset_bytes(90000, 64 * 512 * 2304), 4);
+  EXPECT_EQ(ragged_offset_bytes(90000, std::numeric_limits<int32_t>::max()), 4);
+  EXPECT_EQ(ragged_offset_bytes(90500, int64_t{1} << 31), 8);
+  EXPECT_EQ(ragged_offset_bytes(90400, int64_t{1} << 31), 0);  // needs int64, which this cuDNN lacks
+}
+
+TEST(CudnnRules, BucketsCoverEveryLengthWithFewPlans) {
+  const std::vector<std::pair<int64_t, int64_t>> cases = {
+      {1, 64}, {37, 64}, {64, 64}, {65, 128}, {128, 128}, {129, 256}, {300, 512}, {512, 512},
+      {513, 1024}, {1024, 1024}, {1025, 1536}, {1536, 1536}, {1537, 2048}, {4097, 4608}};
+  for (const auto& [T, b] : cases) EXPECT_EQ(bucket_length(T), b) << T;
+  std::set<int64_t> upto512, upto4096;
+  for (int64_t T = 1; T <= 4096; ++T) {
+    const int64_t b = bucket_length(T);
+    ASSERT_GE(b, T);
+    ASSERT_EQ(bucket_length(b), b) << T;       // a bucket is its own bucket
+    ASSERT_LE(b, std::max<int64_t>(64, 2 * T)) << T;  // never more than twice the length (or 64)
+    ASSERT_GE(b, bucket_length(T - 1)) << T;    // monotone
+    (T <= 512 ? upto512 : upto4096).insert(b);
+  }
+  EXPECT_EQ(upto512.size(), 4u);  // 64, 128, 256, 512: BERT's lengths in four plans
+}
+
+// Every slot of the argument buffer starts 16-byte aligned (cuDNN checks the
+// pointers against the declared alignment); slots do not overlap. The dropout
+// offset once sat 8 bytes after the seed.
+TEST(CudnnRules, ArgumentSlotsAre16ByteAlignedAndDisjoint) {
+  for (int64_t B : {1, 2, 3, 7, 64, 1000})
+    for (bool dropout : {false, true})
+      for (bool seq : {false, true})
+        for (bool ragged : {false, true})
+          for (int64_t rb : {4, 8}) {
+            SCOPED_TRACE("B " + std::to_string(B) + " dropout " + std::to_string(dropout) + " seq " +
+                         std::to_string(seq) + " ragged " + std::to_string(ragged) + " offset bytes " +
+                         std::to_string(rb));
+            const ArgsLayout l = args_layout(B, dropout, seq, ragged, rb);
+            std::vector<std::pair<int64_t, int64_t>> slots;  // (start, size)
+            if (dropout) {
+              slots.insert(slots.end(), {{l.seed, 8}, {l.offset, 8}});
+              EXPECT_GE(l.offset - l.seed, 16);
+            } else {
+              EXPECT_TRUE(l.seed == -1 && l.offset == -1);
+            }
+            if (seq) {
+              slots.emplace_back(l.seq_len, 4 * B);
+            } else {
+              EXPECT_EQ(l.seq_len, -1);
+            }
+            for (int64_t r : l.ragged) {
+              if (ragged) {
+                slots.emplace_back(r, (B + 1) * rb);
+              } else {
+                EXPECT_EQ(r, -1);
+              }
+            }
+            EXPECT_EQ(l.bytes % 16, 0);
+            std::sort(slots.begin(), slots.end());
+            int64_t end = 0;
+            for (const auto& [start, size] : slots) {
+              EXPECT_EQ(start % 16, 0) << start;
+              EXPECT_GE(start, end);
+              end = start + size;
+            }
+            EXPECT_LE(end, l.bytes);
+          }
 }
 
 }  // namespace
