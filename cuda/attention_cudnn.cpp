@@ -725,8 +725,13 @@ Args upload_args(int device, const Problem& pr, const CallShape& cs, bool padded
   Args a;
   a.layout = args_layout(pr.B, pr.dropout(), padded, pr.ragged, pr.offset_bytes);
   if (a.layout.bytes == 0) return a;
-  std::vector<unsigned char> host(static_cast<size_t>(a.layout.bytes), 0);
-  auto put = [&](int64_t at, const void* value, size_t bytes) { std::memcpy(host.data() + at, value, bytes); };
+  // Staged in pinned memory so the copy is asynchronous (a pageable source may
+  // make the driver wait for the stream); the pinned block is kept until the
+  // copy is done (cuda::copy, non-blocking).
+  Tensor host = empty_pinned({a.layout.bytes / 8}, DType::Int64);
+  auto* bytes_at = static_cast<unsigned char*>(host.raw_data());
+  std::memset(bytes_at, 0, static_cast<size_t>(a.layout.bytes));
+  auto put = [&](int64_t at, const void* value, size_t bytes) { std::memcpy(bytes_at + at, value, bytes); };
   if (pr.dropout()) {
     const std::array<int64_t, 2> seed = cudnn_seed(st);
     put(a.layout.seed, &seed[0], 8);
@@ -748,9 +753,7 @@ Args upload_args(int device, const Problem& pr, const CallShape& cs, bool padded
   }
   a.buffer = empty_tensor({a.layout.bytes / 8}, DType::Int64, Device(DeviceType::CUDA, device));
   KILN_CHECK(aligned(a.buffer), "internal: cuDNN attention arguments not 16-byte aligned");
-  // From pageable memory: staged by the driver before the call returns.
-  KILN_CUDA_CHECK(cudaMemcpyAsync(a.buffer.raw_data(), host.data(), host.size(), cudaMemcpyHostToDevice,
-                                  detail::current_cuda_stream(device)));
+  cuda::copy(a.buffer, host, /*non_blocking=*/true);  // on the current stream
   return a;
 }
 
