@@ -114,11 +114,16 @@ inline int64_t ragged_offset_bytes(int64_t version, int64_t max_offset) {
 //  - the few tensors kiln lays out by T (the (B, T) key bias and the
 //    (B, NH, T) statistics) are copied to and from (.., Tb) scratch when
 //    Tb != T (a few KB; the padding columns are zero).
+// Devices without ragged tensors (ragged_supported()) keep a plan per exact
+// length, as does a bucket cuDNN declines (Note [Declined at first run]).
 // Buckets: the next power of two, at least 64, up to 1024; above, the next
-// multiple of 512. The cost of a larger bucket is only scratch sized by Tb
-// (the dQ accumulator (B, NH, Tb, HS) float32, the statistics) since the
-// kernels stop at T, so coarse buckets are cheap: T <= 512 (BERT) needs at
-// most 4 plans per (batch size, heads, head size, dtype, mask, dropout).
+// multiple of 512 (at most 1.5x). Since the kernels are told to stop at T,
+// a larger bucket costs mainly scratch sized by Tb (the dQ accumulator
+// (B, NH, Tb, HS) float32 and its memset, the statistics) and the grid's
+// idle blocks, so coarse buckets are cheap: T <= 512 (BERT) needs at most 4
+// problems (a forward and a backward plan each) per (batch size, heads, head
+// size, dtype, mask, dropout, layout). The batch size stays exact: it only
+// changes on an epoch's last batch.
 inline int64_t bucket_length(int64_t T) {
   if (T <= 64) return 64;
   if (T <= 1024) {
