@@ -8,26 +8,33 @@
 // engines recognise an operation graph of a known shape and compile it into
 // one flash-attention kernel. The graphs below are that shape, as the cuDNN
 // frontend library lowers its SDPA nodes for cuDNN 9.x (composite softmax,
-// dQ accumulated in float32):
+// dQ accumulated in float32), Tb the graph's length (Note [cuDNN attention
+// buckets]):
 //
-//   forward   S  = (Q @ K^T) * scale + bias              (B, NH, T, T) float32, virtual
+//   forward   S  = (Q @ K^T) * scale + bias [padded]     (B, NH, Tb, Tb) float32, virtual
 //             M  = rowmax(S);  E = exp(S - M);  Z = rowsum(E)
-//             stats = M + log(Z)                          (B, NH, T, 1) float32, saved
+//             stats = M + log(Z)                          (B, NH, Tb, 1) float32, saved
 //             P  = E / Z  [* bernoulli(1-p) * 1/(1-p)]    cast to the io dtype
-//             O  = P @ V                                  (B, NH, T, HS) io dtype
+//             O  = P @ V                                  (B, NH, Tb, HS) io dtype
 //
-//   backward  sum = rowsum(dO * O) * (1-p)                (B, NH, T, 1) float32, workspace
-//             E  = exp((Q @ K^T) * scale + bias - stats)  (the probabilities, recomputed)
+//   backward  sum = rowsum(dO * O) * (1-p)                (B, NH, Tb, 1) float32, workspace
+//             E  = exp((Q @ K^T) * scale + bias [padded] - stats)  (the probabilities again)
 //             dV = (E [* mask / (1-p)])^T @ dO
 //             dS = ((dO @ V^T) [* mask] - sum) * E [/ (1-p)] * scale
 //             dK = dS^T @ Q;   dQ = dS @ K                (dQ through a float32 accumulator)
 //
-// Q, K, V, O and their gradients are (B, NH, T, HS) strided views of kiln's
-// (B, T, C) tensors (or of one packed (B, T, 3C) projection): strides
-// (batch, HS, row, 1); K^T and V^T are the same memory with the last two
-// dims' strides swapped. The padding mask is the bias, (B, 1, T, T) with
-// stride 0 over queries. Scalars (scale, 1/(1-p), 1-p, 1) are by-value
-// tensors; the dropout seed and offset are device int64 scalars.
+// [padded]: the padding mask, every score outside the per-batch lengths
+// seq_len_q x seq_len_kv set to the float lowest; the matmuls then stop at
+// those lengths (GEMM M/N/K overrides). Q, K, V, O and their gradients are
+// (B, NH, Tb, HS) strided views of kiln's (B, T, C) tensors (or of one packed
+// (B, T, 3C) projection): strides (batch, HS, row, 1), the batch start of a
+// bucketed graph from per-call ragged offsets; K^T and V^T are the same memory
+// with the last two dims' strides swapped. The key bias is (B, 1, Tb, Tb)
+// with stride 0 over queries. Scalars (scale, 1/(1-p), 1-p, 1, lowest) are
+// by-value tensors; the dropout seed and offset, sequence lengths and ragged
+// offsets are small device tensors (Note [cuDNN call arguments] in
+// cuda/attention_cudnn_rules.h). cuDNN's version-specific workarounds are
+// applied as the frontend applies them (Note [cuDNN version rules], there).
 //
 // Dropout: cuDNN's Philox draws the keep mask inside the kernel from (seed,
 // offset); forward and backward with the same pair drop the same elements.
@@ -39,19 +46,47 @@
 // mask differs from the CPU's bernoulli mask, so with dropout CUDA and CPU
 // agree in distribution only.
 //
-// A problem (device, dtype, B, NH, T, HS, strides, mask, p; pointers 16-byte aligned) builds
-// both graphs once and caches their execution plans; when cuDNN finds no
-// engine for either graph, forward() says so (false) and the caller runs
-// another path. Workspaces come from kiln's caching allocator on the current
-// stream. float32 is not supported by these engines (ops/fused.cpp falls back).
+// A problem (device, dtype, B, NH, Tb, HS, strides, mask, p; pointers 16-byte
+// aligned) builds both graphs once and caches their execution plans. When
+// cuDNN finds no engine for either graph, or refuses either plan on its first
+// run (Note [Declined at first run]), forward() says so (false) and the
+// caller runs another path. Workspaces come from kiln's caching allocator on
+// the current stream. float32 is not supported by these engines (ops/fused.cpp
+// falls back).
+//
+// Note [Declined at first run]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// cuDNN can refuse a finalized plan when it first runs: cudnnBackendExecute
+// validates the variant pack (pointers, their alignment, workspace). A refusal
+// before anything ran is the same answer as "no engine", so the first use of
+// a problem runs both of its plans once on scratch outputs -- forward into a
+// scratch output and statistics, backward from those into scratch gradients
+// -- and the problem is taken only if both run; otherwise it is declined for
+// the process, and forward() returns false having written nothing. A problem
+// thus runs on cuDNN both ways or not at all, which backward needs: with
+// dropout, no other kernel could redraw cuDNN's mask. A plan that ran once
+// and fails later is an error (kiln::Error). A bucketed problem that is
+// declined is retried as a problem of the exact length before giving up.
+//
+// Note [cuDNN handle lock]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// One cuDNN handle per device, for the process. A handle is not safe to use
+// from two threads at once, and cudnnSetStream + cudnnBackendExecute on a
+// shared handle would let one thread's kernels run on the stream another
+// thread just set. Every use of a device's handle (building plans, which may
+// compile kernels; setting the stream and executing) holds that device's
+// mutex. Executes only queue kernels, so the lock is held for microseconds;
+// a plan build, once per bucket, holds it longer.
 #include "cuda/attention_cudnn.h"
 
 #include <cudnn.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +96,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "cuda/attention_cudnn_rules.h"
 #include "cuda/cuda.h"
 #include "cuda/cuda_check.h"
 #include "cuda/kernels.cuh"
@@ -70,15 +106,44 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 constexpr int64_t kAlignment = 16;  // bytes; every tensor pointer handed to cuDNN is checked against it
+static_assert(kAlignment == kArgsAlignment, "the argument slots are aligned as the tensors are declared");
 
-cudnnHandle_t cudnn_handle(int device) {
-  static std::mutex mutex;
-  static std::array<cudnnHandle_t, kMaxDevices> handles{};
+// The loaded library's version (not the headers'; Note [cuDNN version rules]).
+int64_t cudnn_runtime_version() {
+  static const int64_t v = static_cast<int64_t>(cudnnGetVersion());
+  return v;
+}
+
+// Compute capability major of `device`, read once for all devices (0: unknown).
+int device_major(int device) {
+  static std::once_flag once;
+  static std::array<int, kMaxDevices> major{};
+  std::call_once(once, [] {
+    for (int d = 0; d < std::min(device_count(), kMaxDevices); ++d) {
+      int m = 0;
+      if (cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess)
+        major[static_cast<size_t>(d)] = m;
+    }
+  });
+  return device >= 0 && device < kMaxDevices ? major[static_cast<size_t>(device)] : 0;
+}
+
+// A device's handle and the mutex every use of it holds (Note [cuDNN handle lock]).
+struct HandleSlot {
+  std::mutex mutex;
+  cudnnHandle_t handle = nullptr;  // created on first use, kept for the process like the cuBLASLt handles
+};
+
+HandleSlot& handle_slot(int device) {
   KILN_CHECK(device >= 0 && device < kMaxDevices, "cuDNN: device index ", device, " out of range");
-  std::lock_guard<std::mutex> lock(mutex);
-  cudnnHandle_t& h = handles[static_cast<size_t>(device)];
-  if (!h) KILN_CUDNN_CHECK(cudnnCreate(&h));
-  return h;  // kept for the process, like the cuBLASLt handles
+  static auto* slots = new std::array<HandleSlot, kMaxDevices>();  // never destroyed
+  return (*slots)[static_cast<size_t>(device)];
+}
+
+// The slot's handle; the caller holds slot.mutex and a DeviceGuard for its device.
+cudnnHandle_t locked_handle(HandleSlot& slot) {
+  if (!slot.handle) KILN_CUDNN_CHECK(cudnnCreate(&slot.handle));
+  return slot.handle;
 }
 
 // ---- backend descriptors ------------------------------------------------------
@@ -113,14 +178,20 @@ using Dims = std::array<int64_t, 4>;
 
 Dims packed_strides(const Dims& d) { return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1}; }
 
+// A matmul's GEMM size overrides: M, N, K stop at these per-batch lengths.
+struct Overrides {
+  DescPtr m, n, k;
+};
+
 // Builds one operation graph: tensors and operations in creation order.
 class GraphBuilder {
  public:
   explicit GraphBuilder(cudnnDataType_t io) : io_(io) {}
 
-  // A tensor the variant pack names (uid) or a virtual one (uid from 1000 on).
+  // A tensor the variant pack names (uid) or a virtual one (uid from 1000 on);
+  // `ragged`: its batch starts come from that offset tensor.
   DescPtr tensor(const Dims& dims, const Dims& strides, cudnnDataType_t dtype, int64_t uid, bool is_virtual,
-                 bool by_value = false) {
+                 bool by_value = false, const DescPtr& ragged = nullptr) {
     auto t = std::make_shared<Desc>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     t->set_dtype(CUDNN_ATTR_TENSOR_DATA_TYPE, dtype);
     t->set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data());
@@ -129,6 +200,7 @@ class GraphBuilder {
     t->set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment);
     t->set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
     if (by_value) t->set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+    if (ragged) t->set(CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, *ragged);
     t->finalize();
     keep_.push_back(t);
     return t;
@@ -136,19 +208,21 @@ class GraphBuilder {
   DescPtr virt(const Dims& dims, cudnnDataType_t dtype = CUDNN_DATA_FLOAT) {
     return tensor(dims, packed_strides(dims), dtype, next_virtual_++, true);
   }
-  DescPtr virt(const Dims& dims, const Dims& strides, cudnnDataType_t dtype = CUDNN_DATA_FLOAT) {
-    return tensor(dims, strides, dtype, next_virtual_++, true);
+  DescPtr virt(const Dims& dims, const Dims& strides, cudnnDataType_t dtype = CUDNN_DATA_FLOAT,
+               const DescPtr& ragged = nullptr) {
+    return tensor(dims, strides, dtype, next_virtual_++, true, false, ragged);
   }
   DescPtr scalar(int64_t uid, cudnnDataType_t dtype = CUDNN_DATA_FLOAT, bool by_value = true) {
     return tensor({1, 1, 1, 1}, {1, 1, 1, 1}, dtype, uid, false, by_value);
   }
 
-  // y = mode(x[, b[, t]]), computed in float32.
-  void pointwise(cudnnPointwiseMode_t mode, const DescPtr& y, const DescPtr& x, const DescPtr& b = nullptr,
-                 const DescPtr& t = nullptr) {
+  // y = mode(x[, b[, t]]) computed in `prec`; axis for GEN_INDEX.
+  void pointwise_op(cudnnPointwiseMode_t mode, const DescPtr& y, const DescPtr& x, const DescPtr& b,
+                    const DescPtr& t, cudnnDataType_t prec, int64_t axis = -1) {
     auto pw = std::make_shared<Desc>(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
     pw->set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-    pw->set_dtype(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT);
+    pw->set_dtype(CUDNN_ATTR_POINTWISE_MATH_PREC, prec);
+    if (axis >= 0) pw->set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
     pw->finalize();
     auto op = std::make_shared<Desc>(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     op->set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, *pw);
@@ -159,6 +233,11 @@ class GraphBuilder {
     op->finalize();
     add(pw, op);
   }
+  // y = mode(x[, b[, t]]), computed in float32.
+  void pointwise(cudnnPointwiseMode_t mode, const DescPtr& y, const DescPtr& x, const DescPtr& b = nullptr,
+                 const DescPtr& t = nullptr) {
+    pointwise_op(mode, y, x, b, t, CUDNN_DATA_FLOAT);
+  }
   DescPtr pointwise(cudnnPointwiseMode_t mode, const Dims& dims, const DescPtr& x, const DescPtr& b = nullptr) {
     DescPtr y = virt(dims);
     pointwise(mode, y, x, b);
@@ -166,7 +245,7 @@ class GraphBuilder {
   }
 
   // c = a @ b over the last two dims, batched over the first two; float32 accumulation.
-  void matmul(const DescPtr& c, const DescPtr& a, const DescPtr& b) {
+  void matmul(const DescPtr& c, const DescPtr& a, const DescPtr& b, const Overrides& o = {}) {
     auto mm = std::make_shared<Desc>(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
     mm->set_dtype(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_DATA_FLOAT);
     mm->finalize();
@@ -175,6 +254,9 @@ class GraphBuilder {
     op->set(CUDNN_ATTR_OPERATION_MATMUL_BDESC, *b);
     op->set(CUDNN_ATTR_OPERATION_MATMUL_CDESC, *c);
     op->set(CUDNN_ATTR_OPERATION_MATMUL_DESC, *mm);
+    if (o.m) op->set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, *o.m);
+    if (o.n) op->set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, *o.n);
+    if (o.k) op->set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, *o.k);
     op->finalize();
     add(mm, op);
   }
@@ -250,6 +332,7 @@ struct Plan {
 
 // Finalizes the graph and the first engine configuration heuristics mode A
 // (then the fallback list) offers that builds. nullptr: no engine supports it.
+// The caller holds the handle's lock (Note [cuDNN handle lock]).
 std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, GraphBuilder& g) {
   auto plan = std::make_unique<Plan>();
   auto graph = std::make_shared<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -305,18 +388,28 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, GraphBuilder& g) {
 enum Uid : int64_t {
   kQ = 1, kK, kV, kO, kStats, kBias, kScale, kSeed, kOffset, kDropScale, kDropScaleInv, kOne,
   kDO, kDQ, kDK, kDV, kSoftmaxSum, kDQAccum,
+  kSeqQ, kSeqKV, kLowest, kRaggedQ, kRaggedK, kRaggedV, kRaggedO,
 };
 
 // The problem one pair of plans is built for.
 struct Problem {
   cudnnDataType_t io = CUDNN_DATA_HALF;
-  int64_t B = 0, NH = 0, T = 0, HS = 0;
-  int64_t q_b = 0, q_t = 0, k_b = 0, k_t = 0, v_b = 0, v_t = 0;  // batch and row strides (elements)
+  int64_t B = 0, NH = 0, T = 0, HS = 0;  // T: the graph's length (a bucket when ragged)
+  // Batch and row strides (elements). Ragged: the batch strides are T * row
+  // stride, nominal (each call's offsets place the batches).
+  int64_t q_b = 0, q_t = 0, k_b = 0, k_t = 0, v_b = 0, v_t = 0;
   bool mask = false;
+  bool ragged = false;                                          // Note [cuDNN attention buckets]
+  bool fwd_padding = false, bwd_padding = false, bwd_repad = false;  // Note [cuDNN version rules]
+  int64_t offset_bytes = 4;                                     // of one ragged offset
   double p = 0.0;
-  auto tie() const { return std::tie(io, B, NH, T, HS, q_b, q_t, k_b, k_t, v_b, v_t, mask, p); }
+  auto tie() const {
+    return std::tie(io, B, NH, T, HS, q_b, q_t, k_b, k_t, v_b, v_t, mask, ragged, fwd_padding, bwd_padding,
+                    bwd_repad, offset_bytes, p);
+  }
   bool operator<(const Problem& o) const { return tie() < o.tie(); }
   bool dropout() const { return p > 0.0; }
+  DType dtype() const { return io == CUDNN_DATA_HALF ? DType::Float16 : DType::BFloat16; }
 
   // (B, NH, T, HS) views of (B, T, C) memory with the given batch and row strides.
   Dims bhsd(int64_t sb, int64_t st) const { return {sb, HS, st, 1}; }
@@ -329,23 +422,66 @@ struct Problem {
   Dims bias_strides() const { return {T, T, 0, 1}; }  // (B, 1, T, T), stride 0 over queries
 };
 
+// The ragged offset tensors of q, k, v and o (dq, dk, dv and dO share them); all null unless ragged.
+struct Ragged {
+  DescPtr q, k, v, o;
+};
+
+Ragged ragged_tensors(GraphBuilder& g, const Problem& pr) {
+  if (!pr.ragged) return {};
+  const cudnnDataType_t t = pr.offset_bytes == 8 ? CUDNN_DATA_INT64 : CUDNN_DATA_INT32;
+  auto offsets = [&](int64_t uid) { return g.tensor({pr.B + 1, 1, 1, 1}, {1, 1, 1, 1}, t, uid, false); };
+  return {offsets(kRaggedQ), offsets(kRaggedK), offsets(kRaggedV), offsets(kRaggedO)};
+}
+
+// The padding mask's inputs: per-batch lengths (B, 1, 1, 1) int32 and the float lowest; null without one.
+struct Padding {
+  DescPtr seq_q, seq_kv, lowest;
+  explicit operator bool() const { return seq_q != nullptr; }
+};
+
+Padding padding_tensors(GraphBuilder& g, const Problem& pr, bool padded) {
+  if (!padded) return {};
+  return {g.tensor({pr.B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, kSeqQ, false),
+          g.tensor({pr.B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, kSeqKV, false), g.scalar(kLowest)};
+}
+
+// The padding mask on scores s (S dims): row < seq_len_q and column < seq_len_kv keep their score, the rest
+// becomes the float lowest.
+DescPtr padding_select(GraphBuilder& g, const Dims& S, const DescPtr& s, const Padding& pad) {
+  DescPtr row = g.virt(S, CUDNN_DATA_INT32), col = g.virt(S, CUDNN_DATA_INT32);
+  g.pointwise_op(CUDNN_POINTWISE_GEN_INDEX, row, s, nullptr, nullptr, CUDNN_DATA_INT32, 2);
+  g.pointwise_op(CUDNN_POINTWISE_GEN_INDEX, col, s, nullptr, nullptr, CUDNN_DATA_INT32, 3);
+  DescPtr row_in = g.virt(S, CUDNN_DATA_BOOLEAN), col_in = g.virt(S, CUDNN_DATA_BOOLEAN);
+  g.pointwise_op(CUDNN_POINTWISE_CMP_LT, row_in, row, pad.seq_q, nullptr, CUDNN_DATA_BOOLEAN);
+  g.pointwise_op(CUDNN_POINTWISE_CMP_LT, col_in, col, pad.seq_kv, nullptr, CUDNN_DATA_BOOLEAN);
+  DescPtr keep = g.virt(S, CUDNN_DATA_BOOLEAN);
+  g.pointwise_op(CUDNN_POINTWISE_LOGICAL_AND, keep, row_in, col_in, nullptr, CUDNN_DATA_BOOLEAN);
+  DescPtr y = g.virt(S);
+  g.pointwise_op(CUDNN_POINTWISE_BINARY_SELECT, y, s, pad.lowest, keep, CUDNN_DATA_FLOAT);  // keep ? s : lowest
+  return y;
+}
+
 std::unique_ptr<Plan> build_forward(cudnnHandle_t h, const Problem& pr) {
   GraphBuilder g(pr.io);
   const Dims S = pr.scores();
-  DescPtr q = g.tensor(pr.qkv_dims(), pr.bhsd(pr.q_b, pr.q_t), g.io(), kQ, false);
-  DescPtr kt = g.tensor(pr.t_dims(), pr.bhds(pr.k_b, pr.k_t), g.io(), kK, false);
-  DescPtr v = g.tensor(pr.qkv_dims(), pr.bhsd(pr.v_b, pr.v_t), g.io(), kV, false);
-  DescPtr o = g.tensor(pr.qkv_dims(), pr.out_strides(), g.io(), kO, false);
+  const Ragged rg = ragged_tensors(g, pr);
+  const Padding pad = padding_tensors(g, pr, pr.fwd_padding);
+  DescPtr q = g.tensor(pr.qkv_dims(), pr.bhsd(pr.q_b, pr.q_t), g.io(), kQ, false, false, rg.q);
+  DescPtr kt = g.tensor(pr.t_dims(), pr.bhds(pr.k_b, pr.k_t), g.io(), kK, false, false, rg.k);
+  DescPtr v = g.tensor(pr.qkv_dims(), pr.bhsd(pr.v_b, pr.v_t), g.io(), kV, false, false, rg.v);
+  DescPtr o = g.tensor(pr.qkv_dims(), pr.out_strides(), g.io(), kO, false, false, rg.o);
   DescPtr stats = g.tensor(pr.stats_dims(), packed_strides(pr.stats_dims()), CUDNN_DATA_FLOAT, kStats, false);
   DescPtr scale = g.scalar(kScale);
 
   DescPtr s = g.virt(S);
-  g.matmul(s, q, kt);                                            // Q @ K^T
+  g.matmul(s, q, kt, {pad.seq_q, pad.seq_kv, nullptr});         // Q @ K^T
   s = g.pointwise(CUDNN_POINTWISE_MUL, S, s, scale);             // * scale
   if (pr.mask) {
     DescPtr bias = g.tensor({pr.B, 1, pr.T, pr.T}, pr.bias_strides(), g.io(), kBias, false);
     s = g.pointwise(CUDNN_POINTWISE_ADD, S, s, bias);            // + bias
   }
+  if (pad) s = padding_select(g, S, s, pad);                     // padded rows and keys: lowest
   DescPtr m = g.reduce(CUDNN_REDUCE_TENSOR_MAX, S, s);           // softmax with its statistics
   DescPtr e = g.pointwise(CUDNN_POINTWISE_EXP, S, g.pointwise(CUDNN_POINTWISE_SUB, S, s, m));
   DescPtr z = g.reduce(CUDNN_REDUCE_TENSOR_ADD, S, e);
@@ -363,23 +499,25 @@ std::unique_ptr<Plan> build_forward(cudnnHandle_t h, const Problem& pr) {
     probs = g.virt(S, g.io());
     g.pointwise(CUDNN_POINTWISE_DIV, probs, e, z);
   }
-  g.matmul(o, probs, v);                                         // O = P @ V
+  g.matmul(o, probs, v, {pad.seq_q, nullptr, pad.seq_kv});       // O = P @ V
   return make_plan(h, g);
 }
 
 std::unique_ptr<Plan> build_backward(cudnnHandle_t h, const Problem& pr) {
   GraphBuilder g(pr.io);
   const Dims S = pr.scores(), D = pr.qkv_dims(), R = pr.stats_dims();
+  const Ragged rg = ragged_tensors(g, pr);
+  const Padding pad = padding_tensors(g, pr, pr.bwd_padding);
   // dq/dk/dv share q/k/v's layouts (ops/fused.cpp allocates them so); dO shares O's.
-  DescPtr q = g.tensor(D, pr.bhsd(pr.q_b, pr.q_t), g.io(), kQ, false);
-  DescPtr kt = g.tensor(pr.t_dims(), pr.bhds(pr.k_b, pr.k_t), g.io(), kK, false);
-  DescPtr vt = g.tensor(pr.t_dims(), pr.bhds(pr.v_b, pr.v_t), g.io(), kV, false);
-  DescPtr o = g.tensor(D, pr.out_strides(), g.io(), kO, false);
-  DescPtr dout = g.tensor(D, pr.out_strides(), g.io(), kDO, false);
+  DescPtr q = g.tensor(D, pr.bhsd(pr.q_b, pr.q_t), g.io(), kQ, false, false, rg.q);
+  DescPtr kt = g.tensor(pr.t_dims(), pr.bhds(pr.k_b, pr.k_t), g.io(), kK, false, false, rg.k);
+  DescPtr vt = g.tensor(pr.t_dims(), pr.bhds(pr.v_b, pr.v_t), g.io(), kV, false, false, rg.v);
+  DescPtr o = g.tensor(D, pr.out_strides(), g.io(), kO, false, false, rg.o);
+  DescPtr dout = g.tensor(D, pr.out_strides(), g.io(), kDO, false, false, rg.o);
   DescPtr stats = g.tensor(R, packed_strides(R), CUDNN_DATA_FLOAT, kStats, false);
-  DescPtr dq = g.tensor(D, pr.bhsd(pr.q_b, pr.q_t), g.io(), kDQ, false);
-  DescPtr dk = g.tensor(D, pr.bhsd(pr.k_b, pr.k_t), g.io(), kDK, false);
-  DescPtr dv = g.tensor(D, pr.bhsd(pr.v_b, pr.v_t), g.io(), kDV, false);
+  DescPtr dq = g.tensor(D, pr.bhsd(pr.q_b, pr.q_t), g.io(), kDQ, false, false, rg.q);
+  DescPtr dk = g.tensor(D, pr.bhsd(pr.k_b, pr.k_t), g.io(), kDK, false, false, rg.k);
+  DescPtr dv = g.tensor(D, pr.bhsd(pr.v_b, pr.v_t), g.io(), kDV, false, false, rg.v);
   DescPtr scale = g.scalar(kScale);
   DescPtr keep, drop_scale;
   if (pr.dropout()) {
@@ -387,6 +525,9 @@ std::unique_ptr<Plan> build_backward(cudnnHandle_t h, const Problem& pr) {
     keep = g.rng(S, seed, offset, 1.0 - pr.p);
     drop_scale = g.scalar(kDropScale);
   }
+  const Overrides rows_by_keys = {pad.seq_q, pad.seq_kv, nullptr};  // (T_q, T_kv) products
+  const Overrides keys_over_rows = {pad.seq_kv, nullptr, pad.seq_q};  // (T_kv, HS) = (T_kv, T_q) @ (T_q, HS)
+  const Overrides rows_over_keys = {pad.seq_q, nullptr, pad.seq_kv};  // (T_q, HS) = (T_q, T_kv) @ (T_kv, HS)
 
   // sum = rowsum(dO * O) * (1 - p): a float32 workspace tensor.
   DescPtr dot = g.virt(D, {pr.NH * pr.T * pr.HS, pr.T * pr.HS, pr.NH * pr.HS, 1});
@@ -395,15 +536,18 @@ std::unique_ptr<Plan> build_backward(cudnnHandle_t h, const Problem& pr) {
   DescPtr softmax_sum = g.tensor(R, packed_strides(R), CUDNN_DATA_FLOAT, kSoftmaxSum, false);
   g.pointwise(CUDNN_POINTWISE_MUL, softmax_sum, rowdot, g.scalar(pr.dropout() ? kDropScaleInv : kOne));
 
-  // E = exp(Q @ K^T * scale + bias - stats): the probabilities again.
+  // E = exp(Q @ K^T * scale + bias [padded] - stats): the probabilities again.
   DescPtr s = g.virt(S);
-  g.matmul(s, q, kt);
+  g.matmul(s, q, kt, rows_by_keys);
   s = g.pointwise(CUDNN_POINTWISE_MUL, S, s, scale);
   if (pr.mask) {
     DescPtr bias = g.tensor({pr.B, 1, pr.T, pr.T}, pr.bias_strides(), g.io(), kBias, false);
     s = g.pointwise(CUDNN_POINTWISE_ADD, S, s, bias);
   }
-  DescPtr e = g.pointwise(CUDNN_POINTWISE_EXP, S, g.pointwise(CUDNN_POINTWISE_SUB, S, s, stats));
+  if (pad) s = padding_select(g, S, s, pad);
+  DescPtr centred = g.pointwise(CUDNN_POINTWISE_SUB, S, s, stats);
+  if (pr.bwd_repad) centred = padding_select(g, S, centred, pad);  // Note [cuDNN version rules]
+  DescPtr e = g.pointwise(CUDNN_POINTWISE_EXP, S, centred);
 
   // dV = P_dropped^T @ dO
   DescPtr pd = e;
@@ -411,11 +555,11 @@ std::unique_ptr<Plan> build_backward(cudnnHandle_t h, const Problem& pr) {
   const Dims transposed = {pr.T * pr.T * pr.NH, pr.T * pr.T, 1, pr.T};  // (B, NH, T_kv, T_q) view of (.., T_q, T_kv)
   DescPtr pt = g.virt(S, transposed, g.io());
   g.reshape(pt, pd);
-  g.matmul(dv, pt, dout);
+  g.matmul(dv, pt, dout, keys_over_rows);
 
   // dS = ((dO @ V^T) [* keep] - sum) * E [* 1/(1-p)] * scale
   DescPtr dp = g.virt(S);
-  g.matmul(dp, dout, vt);
+  g.matmul(dp, dout, vt, rows_by_keys);
   if (pr.dropout()) dp = g.pointwise(CUDNN_POINTWISE_MUL, S, dp, keep);
   DescPtr ds = g.pointwise(CUDNN_POINTWISE_MUL, S, g.pointwise(CUDNN_POINTWISE_SUB, S, dp, softmax_sum), e);
   if (pr.dropout()) ds = g.pointwise(CUDNN_POINTWISE_MUL, S, ds, drop_scale);
@@ -424,21 +568,25 @@ std::unique_ptr<Plan> build_backward(cudnnHandle_t h, const Problem& pr) {
   // dK = dS^T @ Q
   DescPtr dst = g.virt(S, transposed, g.io());
   g.reshape(dst, ds);
-  g.matmul(dk, dst, q);
+  g.matmul(dk, dst, q, keys_over_rows);
 
   // dQ = dS @ K, accumulated in a float32 workspace tensor, then cast.
-  DescPtr k = g.virt(D, pr.bhsd(pr.k_b, pr.k_t), g.io());
+  DescPtr k = g.virt(D, pr.bhsd(pr.k_b, pr.k_t), g.io(), rg.k);
   g.reshape(k, kt);
   DescPtr dq_accum = g.tensor(D, packed_strides(D), CUDNN_DATA_FLOAT, kDQAccum, false);
-  g.matmul(dq_accum, ds, k);
+  g.matmul(dq_accum, ds, k, rows_over_keys);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, dq, dq_accum);
   return make_plan(h, g);
 }
 
 // ---- the cache --------------------------------------------------------------------
 
+enum class State : int { Untried, Works, Declined };  // Note [Declined at first run]
+
 struct Entry {
   std::unique_ptr<Plan> fwd, bwd;  // both null: cuDNN has no engine for this problem
+  std::atomic<State> state{State::Untried};
+  std::mutex first_run;  // held by the one thread that runs the first run
 };
 
 std::mutex cache_mutex;
@@ -446,6 +594,60 @@ std::map<std::pair<int, Problem>, std::shared_ptr<Entry>>& cache() {
   static auto* c = new std::map<std::pair<int, Problem>, std::shared_ptr<Entry>>();  // never destroyed
   return *c;
 }
+
+void report_declined(const Problem& pr, const std::string& why) {
+  char last[512] = {0};
+  cudnnGetLastErrorString(last, sizeof last);
+  std::fprintf(stderr,
+               "kiln: cuDNN attention declined (B=%lld, heads=%lld, %s=%lld, head size=%lld, %s, mask %d, p %g): "
+               "%s%s%s; using %s\n",
+               static_cast<long long>(pr.B), static_cast<long long>(pr.NH), pr.ragged ? "T bucket" : "T",
+               static_cast<long long>(pr.T), static_cast<long long>(pr.HS),
+               pr.io == CUDNN_DATA_HALF ? "float16" : "bfloat16", pr.mask ? 1 : 0, pr.p, why.c_str(),
+               last[0] ? ": " : "", last, pr.ragged ? "a plan for the exact length" : "the other attention kernels");
+}
+
+// The cached entry of a problem, its plans built on first sight.
+std::shared_ptr<Entry> plans_for(int device, const Problem& pr) {
+  const auto key = std::make_pair(device, pr);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    auto it = cache().find(key);
+    if (it != cache().end()) return it->second;
+  }
+  // Built outside the cache lock, under the handle's (Note [cuDNN handle lock]); a thread that waited for the
+  // handle while another built the same problem finds it in the cache.
+  auto entry = std::make_shared<Entry>();
+  std::string why;
+  {
+    HandleSlot& slot = handle_slot(device);
+    std::lock_guard<std::mutex> lock(slot.mutex);
+    {
+      std::lock_guard<std::mutex> cache_lock(cache_mutex);  // built while this thread waited for the handle?
+      auto it = cache().find(key);
+      if (it != cache().end()) return it->second;
+    }
+    cudnnHandle_t h = locked_handle(slot);
+    try {
+      entry->fwd = build_forward(h, pr);
+      if (!entry->fwd) why = "no engine for the forward graph";
+      if (entry->fwd) entry->bwd = build_backward(h, pr);
+      if (entry->fwd && !entry->bwd) why = "no engine for the backward graph";
+    } catch (const Error& e) {  // a descriptor cuDNN refuses to build: the same answer, said once below
+      entry->bwd.reset();
+      why = e.what();
+    }
+  }
+  if (!entry->bwd) {
+    entry->fwd.reset();  // a problem runs on cuDNN both ways or not at all
+    entry->state = State::Declined;
+    report_declined(pr, why);
+  }
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  return cache().emplace(key, entry).first->second;
+}
+
+// ---- one call -----------------------------------------------------------------------
 
 // A (B, T, C) operand's batch and row strides, with those of size-1 dims made
 // canonical (they address nothing, and kiln may give them any value).
@@ -455,63 +657,53 @@ std::pair<int64_t, int64_t> layout(const Tensor& t) {
   return {sb, st};
 }
 
-bool aligned(const Tensor& t) {
-  return !t.defined() || reinterpret_cast<uintptr_t>(t.raw_data()) % static_cast<uintptr_t>(kAlignment) == 0;
-}
+bool aligned_ptr(const void* p) { return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(kAlignment) == 0; }
+bool aligned(const Tensor& t) { return !t.defined() || aligned_ptr(t.raw_data()); }
 
-// The problem of a call; false when the layouts are not what the graphs describe.
+// What a call has beyond its problem: the length and the operands' batch strides (elements).
+struct CallShape {
+  int64_t T = 0;
+  int64_t q_b = 0, k_b = 0, v_b = 0, o_b = 0;  // o_b: out and dout, (B, T, C) contiguous
+};
+
+// The problem of a call, bucketed (ragged) or of the exact length; false when
+// the layouts are not what the graphs describe or the rules refuse the graphs.
 bool describe(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, int64_t heads, double p,
-              Problem& pr) {
+              bool ragged, Problem& pr, CallShape& cs) {
   if (q.dtype() != DType::Float16 && q.dtype() != DType::BFloat16) return false;
   for (const Tensor* t : {&q, &k, &v})
     if (t->dim() != 3 || t->stride(2) != 1 || !aligned(*t)) return false;
   if (mask.defined() && (!mask.is_contiguous() || !aligned(mask))) return false;
+  const int64_t version = cudnn_runtime_version();
+  pr = Problem();
   pr.io = q.dtype() == DType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
   pr.B = q.size(0);
-  pr.T = q.size(1);
   pr.NH = heads;
   pr.HS = q.size(2) / heads;
-  std::tie(pr.q_b, pr.q_t) = layout(q);
-  std::tie(pr.k_b, pr.k_t) = layout(k);
-  std::tie(pr.v_b, pr.v_t) = layout(v);
   pr.mask = mask.defined();
   pr.p = p;
+  cs.T = q.size(1);
+  cs.o_b = cs.T * q.size(2);
+  std::tie(cs.q_b, pr.q_t) = layout(q);
+  std::tie(cs.k_b, pr.k_t) = layout(k);
+  std::tie(cs.v_b, pr.v_t) = layout(v);
+  pr.ragged = ragged;
+  if (ragged) {
+    pr.offset_bytes = ragged_offset_bytes(version, pr.B * std::max({cs.q_b, cs.k_b, cs.v_b, cs.o_b}));
+    if (pr.offset_bytes == 0) return false;
+    pr.T = bucket_length(cs.T);
+    pr.q_b = pr.T * pr.q_t, pr.k_b = pr.T * pr.k_t, pr.v_b = pr.T * pr.v_t;
+  } else {
+    pr.T = cs.T;
+    pr.q_b = cs.q_b, pr.k_b = cs.k_b, pr.v_b = cs.v_b;
+  }
+  const GraphRules fwd = graph_rules(version, q.dtype(), Pass::Forward, pr.T, pr.T, ragged);
+  const GraphRules bwd = graph_rules(version, q.dtype(), Pass::Backward, pr.T, pr.T, ragged);
+  if (!fwd.supported || !bwd.supported) return false;
+  pr.fwd_padding = ragged || fwd.add_padding_mask;
+  pr.bwd_padding = ragged || bwd.add_padding_mask;
+  pr.bwd_repad = bwd.repad_after_stats;
   return true;
-}
-
-std::shared_ptr<Entry> plans_for(int device, const Problem& pr) {
-  const auto key = std::make_pair(device, pr);
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    auto it = cache().find(key);
-    if (it != cache().end()) return it->second;
-  }
-  // Built outside the lock (cuDNN may compile kernels); a racing thread builds the same.
-  cudnnHandle_t h = cudnn_handle(device);
-  auto entry = std::make_shared<Entry>();
-  std::string why;
-  try {
-    entry->fwd = build_forward(h, pr);
-    if (!entry->fwd) why = "no engine for the forward graph";
-    if (entry->fwd) entry->bwd = build_backward(h, pr);
-    if (entry->fwd && !entry->bwd) why = "no engine for the backward graph";
-  } catch (const Error& e) {  // a descriptor cuDNN refuses to build: the same answer, said once below
-    entry->bwd.reset();
-    why = e.what();
-  }
-  if (!entry->bwd) {
-    entry->fwd.reset();  // a problem runs on cuDNN both ways or not at all
-    char last[512] = {0};
-    cudnnGetLastErrorString(last, sizeof last);
-    std::fprintf(stderr,
-                 "kiln: cuDNN attention declined (B=%lld, heads=%lld, T=%lld, head size=%lld, %s, mask %d, p %g): "
-                 "%s%s%s; using the other attention kernels\n",
-                 static_cast<long long>(pr.B), static_cast<long long>(pr.NH), static_cast<long long>(pr.T),
-                 static_cast<long long>(pr.HS), pr.io == CUDNN_DATA_HALF ? "float16" : "bfloat16", pr.mask ? 1 : 0,
-                 pr.p, why.c_str(), last[0] ? ": " : "", last);
-  }
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  return cache().emplace(key, entry).first->second;
 }
 
 // cuDNN's (seed, offset) for kiln's Philox state (Note [cuDNN attention]).
@@ -521,11 +713,90 @@ std::array<int64_t, 2> cudnn_seed(PhiloxState st) {
   return {static_cast<int64_t>(seed & 0x7fffffffffffffffull), 0};
 }
 
-// Runs a plan: binds the variant pack (uids -> pointers) and a workspace.
-void execute(int device, const Plan& plan, std::vector<int64_t> uids, std::vector<void*> ptrs) {
-  cudnnHandle_t h = cudnn_handle(device);
+// A call's small device arguments in one allocation (Note [cuDNN call arguments]).
+struct Args {
+  Tensor buffer;
+  ArgsLayout layout;
+  void* at(int64_t byte_offset) const { return static_cast<unsigned char*>(buffer.raw_data()) + byte_offset; }
+};
+
+// Writes the arguments of one run (padded: the graph has a padding mask) on the current stream.
+Args upload_args(int device, const Problem& pr, const CallShape& cs, bool padded, PhiloxState st) {
+  Args a;
+  a.layout = args_layout(pr.B, pr.dropout(), padded, pr.ragged, pr.offset_bytes);
+  if (a.layout.bytes == 0) return a;
+  // Staged in pinned memory so the copy is asynchronous (a pageable source may
+  // make the driver wait for the stream); the pinned block is kept until the
+  // copy is done (cuda::copy, non-blocking).
+  Tensor host = empty_pinned({a.layout.bytes / 8}, DType::Int64);
+  auto* bytes_at = static_cast<unsigned char*>(host.raw_data());
+  std::memset(bytes_at, 0, static_cast<size_t>(a.layout.bytes));
+  auto put = [&](int64_t at, const void* value, size_t bytes) { std::memcpy(bytes_at + at, value, bytes); };
+  if (pr.dropout()) {
+    const std::array<int64_t, 2> seed = cudnn_seed(st);
+    put(a.layout.seed, &seed[0], 8);
+    put(a.layout.offset, &seed[1], 8);
+  }
+  if (padded) {
+    const auto len = static_cast<int32_t>(cs.T);  // every batch entry is T long; the graph may be longer
+    for (int64_t b = 0; b < pr.B; ++b) put(a.layout.seq_len + 4 * b, &len, 4);
+  }
+  if (pr.ragged) {
+    const std::array<int64_t, 4> batch = {cs.q_b, cs.k_b, cs.v_b, cs.o_b};
+    for (size_t i = 0; i < batch.size(); ++i)
+      for (int64_t b = 0; b <= pr.B; ++b) {
+        const int64_t off = b * batch[i];
+        const auto off32 = static_cast<int32_t>(off);
+        put(a.layout.ragged[i] + b * pr.offset_bytes, pr.offset_bytes == 8 ? static_cast<const void*>(&off) : &off32,
+            static_cast<size_t>(pr.offset_bytes));
+      }
+  }
+  a.buffer = empty_tensor({a.layout.bytes / 8}, DType::Int64, Device(DeviceType::CUDA, device));
+  KILN_CHECK(aligned(a.buffer), "internal: cuDNN attention arguments not 16-byte aligned");
+  cuda::copy(a.buffer, host, /*non_blocking=*/true);  // on the current stream
+  return a;
+}
+
+// Adds the arguments' uids and pointers; `lowest` is the padding value, by value.
+void bind_args(const Args& a, const Problem& pr, bool padded, const float* lowest, std::vector<int64_t>& uids,
+               std::vector<void*>& ptrs) {
+  if (pr.dropout()) {
+    uids.insert(uids.end(), {kSeed, kOffset});
+    ptrs.insert(ptrs.end(), {a.at(a.layout.seed), a.at(a.layout.offset)});
+  }
+  if (padded) {
+    uids.insert(uids.end(), {kSeqQ, kSeqKV, kLowest});
+    ptrs.insert(ptrs.end(), {a.at(a.layout.seq_len), a.at(a.layout.seq_len), const_cast<float*>(lowest)});
+  }
+  if (pr.ragged) {
+    uids.insert(uids.end(), {kRaggedQ, kRaggedK, kRaggedV, kRaggedO});
+    for (int64_t r : a.layout.ragged) ptrs.push_back(a.at(r));
+  }
+}
+
+// (rows, T) elements of `dtype` at src, copied to a new (rows, Tb) tensor whose columns >= T are zero.
+Tensor widen_rows(int device, const void* src, int64_t rows, int64_t T, int64_t Tb, DType dtype) {
+  const auto elt = element_size(dtype);
   cudaStream_t stream = detail::current_cuda_stream(device);
-  KILN_CUDNN_CHECK(cudnnSetStream(h, stream));
+  Tensor t = empty_tensor({rows, Tb}, dtype, Device(DeviceType::CUDA, device));
+  KILN_CUDA_CHECK(cudaMemsetAsync(t.raw_data(), 0, static_cast<size_t>(rows * Tb) * elt, stream));
+  KILN_CUDA_CHECK(cudaMemcpy2DAsync(t.raw_data(), static_cast<size_t>(Tb) * elt, src, static_cast<size_t>(T) * elt,
+                                    static_cast<size_t>(T) * elt, static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+                                    stream));
+  return t;
+}
+
+// The first T columns of (rows, Tb) float32 at src, to (rows, T) at dst.
+void narrow_rows(int device, void* dst, const void* src, int64_t rows, int64_t T, int64_t Tb) {
+  KILN_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(T) * sizeof(float), src,
+                                    static_cast<size_t>(Tb) * sizeof(float), static_cast<size_t>(T) * sizeof(float),
+                                    static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+                                    detail::current_cuda_stream(device)));
+}
+
+// Runs a plan: binds the variant pack (uids -> pointers) and a workspace. The
+// status is the caller's to judge (Note [Declined at first run]).
+cudnnStatus_t execute(int device, const Plan& plan, std::vector<int64_t> uids, std::vector<void*> ptrs) {
   // The workspace lives until the end of this call; the caching allocator
   // reuses it only in stream order (Note [Current stream]).
   Tensor ws = plan.workspace > 0
@@ -538,98 +809,188 @@ void execute(int device, const Plan& plan, std::vector<int64_t> uids, std::vecto
            ptrs.data());
   pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws_ptr);
   pack.finalize();
-  KILN_CUDNN_CHECK(cudnnBackendExecute(h, plan.plan->get(), pack.get()));
+  HandleSlot& slot = handle_slot(device);
+  std::lock_guard<std::mutex> lock(slot.mutex);  // Note [cuDNN handle lock]
+  cudnnHandle_t h = locked_handle(slot);
+  KILN_CUDNN_CHECK(cudnnSetStream(h, detail::current_cuda_stream(device)));
+  return cudnnBackendExecute(h, plan.plan->get(), pack.get());
 }
 
-// The dropout seed/offset pair in device memory, written on the current stream.
-Tensor device_seed(int device, PhiloxState st) {
-  const std::array<int64_t, 2> host = cudnn_seed(st);
-  Tensor t = empty_tensor({2}, DType::Int64, Device(DeviceType::CUDA, device));
-  // From pageable memory: staged by the driver before the call returns.
-  KILN_CUDA_CHECK(cudaMemcpyAsync(t.raw_data(), host.data(), sizeof host, cudaMemcpyHostToDevice,
+// The raw operands of one forward or backward run (device pointers).
+struct ForwardIO {
+  void *q, *k, *v, *mask, *out, *stats;
+};
+struct BackwardIO {
+  void *q, *k, *v, *out, *dout, *stats, *mask, *dq, *dk, *dv;
+};
+
+cudnnStatus_t run_forward(int device, const Plan& plan, const Problem& pr, const CallShape& cs, const ForwardIO& io,
+                          double scale, PhiloxState st) {
+  const Args args = upload_args(device, pr, cs, pr.fwd_padding, st);
+  const bool widened = pr.T != cs.T;  // a bucket above T: bias and statistics through (.., Tb) scratch
+  Tensor bias, stats;
+  if (widened && pr.mask) bias = widen_rows(device, io.mask, pr.B, cs.T, pr.T, pr.dtype());
+  if (widened) stats = empty_tensor({pr.B, pr.NH, pr.T}, DType::Float32, Device(DeviceType::CUDA, device));
+  void* stats_ptr = widened ? stats.raw_data() : io.stats;
+  float scale_f = static_cast<float>(scale), lowest = std::numeric_limits<float>::lowest();
+  float drop_scale = pr.dropout() ? static_cast<float>(1.0 / (1.0 - pr.p)) : 1.f;
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale};
+  std::vector<void*> ptrs = {io.q, io.k, io.v, io.out, stats_ptr, &scale_f};
+  if (pr.mask) uids.push_back(kBias), ptrs.push_back(widened ? bias.raw_data() : io.mask);
+  bind_args(args, pr, pr.fwd_padding, &lowest, uids, ptrs);
+  if (pr.dropout()) uids.push_back(kDropScale), ptrs.push_back(&drop_scale);
+  const cudnnStatus_t status = execute(device, plan, uids, ptrs);
+  if (status == CUDNN_STATUS_SUCCESS && widened) narrow_rows(device, io.stats, stats_ptr, pr.B * pr.NH, cs.T, pr.T);
+  return status;
+}
+
+cudnnStatus_t run_backward(int device, const Plan& plan, const Problem& pr, const CallShape& cs, const BackwardIO& io,
+                           double scale, PhiloxState st) {
+  const Device dev(DeviceType::CUDA, device);
+  const Args args = upload_args(device, pr, cs, pr.bwd_padding, st);
+  const bool widened = pr.T != cs.T;
+  Tensor bias, stats;  // padded rows' statistics are 0: finite, and those rows are masked anyway
+  if (widened && pr.mask) bias = widen_rows(device, io.mask, pr.B, cs.T, pr.T, pr.dtype());
+  if (widened) stats = widen_rows(device, io.stats, pr.B * pr.NH, cs.T, pr.T, DType::Float32);
+  Tensor softmax_sum = empty_tensor({pr.B, pr.NH, pr.T}, DType::Float32, dev);
+  Tensor dq_accum = empty_tensor({pr.B, pr.NH, pr.T, pr.HS}, DType::Float32, dev);
+  // cuDNN >= 9.6 clears the accumulator itself; clearing it here costs one memset and holds for any 9.x.
+  KILN_CUDA_CHECK(cudaMemsetAsync(dq_accum.raw_data(), 0, static_cast<size_t>(dq_accum.numel()) * sizeof(float),
                                   detail::current_cuda_stream(device)));
-  return t;
+  float scale_f = static_cast<float>(scale), one = 1.f, lowest = std::numeric_limits<float>::lowest();
+  float drop_scale = pr.dropout() ? static_cast<float>(1.0 / (1.0 - pr.p)) : 1.f;
+  float drop_scale_inv = pr.dropout() ? static_cast<float>(1.0 - pr.p) : 1.f;
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kSoftmaxSum, kDQAccum};
+  std::vector<void*> ptrs = {io.q,  io.k,  io.v,  io.out,   io.dout,  widened ? stats.raw_data() : io.stats,
+                             io.dq, io.dk, io.dv, &scale_f, softmax_sum.raw_data(), dq_accum.raw_data()};
+  if (pr.mask) uids.push_back(kBias), ptrs.push_back(widened ? bias.raw_data() : io.mask);
+  bind_args(args, pr, pr.bwd_padding, &lowest, uids, ptrs);
+  if (pr.dropout()) {
+    uids.insert(uids.end(), {kDropScale, kDropScaleInv});
+    ptrs.insert(ptrs.end(), {&drop_scale, &drop_scale_inv});
+  } else {
+    uids.push_back(kOne), ptrs.push_back(&one);
+  }
+  return execute(device, plan, uids, ptrs);
+}
+
+// The first run of a problem's plans, on scratch outputs (Note [Declined at first run]).
+cudnnStatus_t first_run(int device, const Entry& e, const Problem& pr, const CallShape& cs, const ForwardIO& in,
+                        double scale) {
+  const Device dev(DeviceType::CUDA, device);
+  const int64_t C = pr.NH * pr.HS;
+  Tensor out = empty_tensor({pr.B, cs.T, C}, pr.dtype(), dev);
+  Tensor stats = empty_tensor({pr.B, pr.NH, cs.T}, DType::Float32, dev);
+  ForwardIO f = in;
+  f.out = out.raw_data(), f.stats = stats.raw_data();
+  cudnnStatus_t status = run_forward(device, *e.fwd, pr, cs, f, scale, PhiloxState{});
+  if (status != CUDNN_STATUS_SUCCESS) return status;
+  // Gradients laid out as q, k, v: the column blocks of one buffer when those are (the packed projection).
+  const bool packed = cs.q_b == cs.k_b && cs.k_b == cs.v_b && pr.q_t == pr.k_t && pr.k_t == pr.v_t &&
+                      pr.q_t >= 3 * C;
+  auto span = [&](int64_t sb, int64_t st) { return (pr.B - 1) * sb + (cs.T - 1) * st + (packed ? 3 * C : C); };
+  std::vector<Tensor> grads;
+  for (const auto& [sb, st] : {std::pair{cs.q_b, pr.q_t}, std::pair{cs.k_b, pr.k_t}, std::pair{cs.v_b, pr.v_t}})
+    if (!packed || grads.empty()) grads.push_back(empty_tensor({span(sb, st)}, pr.dtype(), dev));
+  auto grad = [&](size_t i) {
+    return packed ? static_cast<void*>(static_cast<unsigned char*>(grads[0].raw_data()) +
+                                       static_cast<int64_t>(i) * C * static_cast<int64_t>(element_size(pr.dtype())))
+                  : grads[i].raw_data();
+  };
+  const BackwardIO b = {in.q, in.k, in.v, out.raw_data(), out.raw_data(), stats.raw_data(), in.mask,
+                        grad(0), grad(1), grad(2)};
+  return run_backward(device, *e.bwd, pr, cs, b, scale, PhiloxState{});
+}
+
+// A plan that ran before and now fails: an error (Note [Declined at first run]).
+void check_ran(cudnnStatus_t status, const char* which) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  char last[512] = {0};
+  cudnnGetLastErrorString(last, sizeof last);
+  fail("cuDNN error: the attention ", which, " plan failed after running before: ", cudnnGetErrorString(status), " (",
+       last, ")");
+}
+
+// The entry a call runs on: the bucketed problem if this device has buckets,
+// else (or when that is declined) the exact one. `may_try`: run the first run
+// of an untried problem (forward); backward only finds what forward took.
+std::shared_ptr<Entry> usable_entry(int device, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                    int64_t heads, double scale, double p, bool may_try, Problem& pr, CallShape& cs) {
+  for (bool ragged : {true, false}) {
+    if (ragged && !buckets_enabled(device)) continue;
+    if (!describe(q, k, v, mask, heads, p, ragged, pr, cs)) continue;
+    std::shared_ptr<Entry> e = plans_for(device, pr);
+    if (e->state == State::Untried && may_try) {
+      std::lock_guard<std::mutex> lock(e->first_run);
+      if (e->state == State::Untried) {
+        const ForwardIO in = {q.raw_data(), k.raw_data(), v.raw_data(), mask.defined() ? mask.raw_data() : nullptr,
+                              nullptr, nullptr};
+        const cudnnStatus_t status = first_run(device, *e, pr, cs, in, scale);
+        e->state = status == CUDNN_STATUS_SUCCESS ? State::Works : State::Declined;
+        if (status != CUDNN_STATUS_SUCCESS)
+          report_declined(pr, std::string("its first run failed with ") + cudnnGetErrorString(status));
+      }
+    }
+    if (e->state == State::Works) return e;
+  }
+  return nullptr;
 }
 
 }  // namespace
+
+bool buckets_enabled(int device) { return ragged_supported(cudnn_runtime_version(), device_major(device)); }
+
+int64_t cached_problems() {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  return static_cast<int64_t>(cache().size());
+}
 
 bool supported(int device, DType dtype, int64_t T, int64_t head_size, bool has_mask, double p) {
   (void)has_mask;
   if (dtype != DType::Float16 && dtype != DType::BFloat16) return false;
   if (head_size % 8 != 0 || head_size > 128 || head_size <= 0 || T < 1 || p < 0.0 || p >= 1.0) return false;
-  static std::once_flag once;
-  static std::array<int, kMaxDevices> major{};
-  std::call_once(once, [] {
-    for (int d = 0; d < std::min(device_count(), kMaxDevices); ++d) {
-      int m = 0;
-      if (cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess) major[static_cast<size_t>(d)] = m;
-    }
-  });
-  return device >= 0 && device < kMaxDevices && major[static_cast<size_t>(device)] >= 8;
+  if (device_major(device) < 8) return false;
+  // The rules of the graph a call would build first (describe() has the last word, and falls back to the exact
+  // length when a bucket is refused).
+  const int64_t version = cudnn_runtime_version();
+  const bool ragged = buckets_enabled(device);
+  const int64_t Tg = ragged ? bucket_length(T) : T;
+  return graph_rules(version, dtype, Pass::Forward, Tg, Tg, ragged).supported &&
+         graph_rules(version, dtype, Pass::Backward, Tg, Tg, ragged).supported;
 }
 
 bool forward(int device, const Tensor& out, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
              const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st) {
-  Problem pr;
-  if (!describe(q, k, v, mask, heads, p, pr) || !out.is_contiguous() || !stats.is_contiguous() || !aligned(out) ||
-      !aligned(stats))
-    return false;
+  if (!out.is_contiguous() || !stats.is_contiguous() || !aligned(out) || !aligned(stats)) return false;
   detail::DeviceGuard guard(device);
-  std::shared_ptr<Entry> entry = plans_for(device, pr);
-  if (!entry->fwd) return false;
-  float scale_f = static_cast<float>(scale), drop_scale = pr.dropout() ? static_cast<float>(1.0 / (1.0 - p)) : 1.f;
-  std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale};
-  std::vector<void*> ptrs = {q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), stats.raw_data(), &scale_f};
-  if (pr.mask) uids.push_back(kBias), ptrs.push_back(mask.raw_data());
-  Tensor seed;
-  if (pr.dropout()) {
-    seed = device_seed(device, st);
-    auto* s = static_cast<int64_t*>(seed.raw_data());
-    uids.insert(uids.end(), {kSeed, kOffset, kDropScale});
-    ptrs.insert(ptrs.end(), {s, s + 1, &drop_scale});
-  }
-  execute(device, *entry->fwd, uids, ptrs);
+  Problem pr;
+  CallShape cs;
+  std::shared_ptr<Entry> entry = usable_entry(device, q, k, v, mask, heads, scale, p, true, pr, cs);
+  if (!entry) return false;
+  const ForwardIO io = {q.raw_data(), k.raw_data(), v.raw_data(), mask.defined() ? mask.raw_data() : nullptr,
+                        out.raw_data(), stats.raw_data()};
+  check_ran(run_forward(device, *entry->fwd, pr, cs, io, scale, st), "forward");
   return true;
 }
 
 void backward(int device, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
               const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& stats, const Tensor& mask,
               int64_t heads, double scale, double p, PhiloxState st) {
-  Problem pr;
-  KILN_CHECK(describe(q, k, v, mask, heads, p, pr) && out.is_contiguous() && dout.is_contiguous() &&
-                 stats.is_contiguous() && aligned(dout) && aligned(dq) && aligned(dk) && aligned(dv),
+  KILN_CHECK(out.is_contiguous() && dout.is_contiguous() && stats.is_contiguous() && aligned(dout) && aligned(dq) &&
+                 aligned(dk) && aligned(dv),
              "internal: cuDNN attention backward got operands its forward would not take");
-  KILN_CHECK(layout(dq) == std::make_pair(pr.q_b, pr.q_t) && layout(dk) == std::make_pair(pr.k_b, pr.k_t) &&
-                 layout(dv) == std::make_pair(pr.v_b, pr.v_t) && dq.stride(2) == 1 && dk.stride(2) == 1 &&
-                 dv.stride(2) == 1,
+  KILN_CHECK(layout(dq) == layout(q) && layout(dk) == layout(k) && layout(dv) == layout(v) && dq.stride(2) == 1 &&
+                 dk.stride(2) == 1 && dv.stride(2) == 1,
              "internal: cuDNN attention backward needs dq, dk, dv laid out as q, k, v");
   detail::DeviceGuard guard(device);
-  std::shared_ptr<Entry> entry = plans_for(device, pr);
-  KILN_CHECK(entry->bwd, "internal: cuDNN attention backward for a problem its forward did not run");
-  const Device dev(DeviceType::CUDA, device);
-  Tensor softmax_sum = empty_tensor({pr.B, pr.NH, pr.T}, DType::Float32, dev);
-  Tensor dq_accum = empty_tensor({pr.B, pr.NH, pr.T, pr.HS}, DType::Float32, dev);
-  // cuDNN >= 9.6 clears the accumulator itself; clearing it here costs one memset and holds for any 9.x.
-  KILN_CUDA_CHECK(cudaMemsetAsync(dq_accum.raw_data(), 0, static_cast<size_t>(dq_accum.numel()) * sizeof(float),
-                                  detail::current_cuda_stream(device)));
-  float scale_f = static_cast<float>(scale), one = 1.f;
-  float drop_scale = pr.dropout() ? static_cast<float>(1.0 / (1.0 - p)) : 1.f;
-  float drop_scale_inv = pr.dropout() ? static_cast<float>(1.0 - p) : 1.f;
-  std::vector<int64_t> uids = {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kSoftmaxSum, kDQAccum};
-  std::vector<void*> ptrs = {q.raw_data(),  k.raw_data(),  v.raw_data(),  out.raw_data(),
-                             dout.raw_data(), stats.raw_data(), dq.raw_data(), dk.raw_data(),
-                             dv.raw_data(), &scale_f, softmax_sum.raw_data(), dq_accum.raw_data()};
-  if (pr.mask) uids.push_back(kBias), ptrs.push_back(mask.raw_data());
-  Tensor seed;
-  if (pr.dropout()) {
-    seed = device_seed(device, st);
-    auto* s = static_cast<int64_t*>(seed.raw_data());
-    uids.insert(uids.end(), {kSeed, kOffset, kDropScale, kDropScaleInv});
-    ptrs.insert(ptrs.end(), {s, s + 1, &drop_scale, &drop_scale_inv});
-  } else {
-    uids.push_back(kOne), ptrs.push_back(&one);
-  }
-  execute(device, *entry->bwd, uids, ptrs);
+  Problem pr;
+  CallShape cs;
+  std::shared_ptr<Entry> entry = usable_entry(device, q, k, v, mask, heads, scale, p, false, pr, cs);
+  KILN_CHECK(entry, "internal: cuDNN attention backward for a problem its forward did not run");
+  const BackwardIO io = {q.raw_data(),     k.raw_data(),  v.raw_data(),  out.raw_data(),
+                         dout.raw_data(),  stats.raw_data(), mask.defined() ? mask.raw_data() : nullptr,
+                         dq.raw_data(),    dk.raw_data(), dv.raw_data()};
+  check_ran(run_backward(device, *entry->bwd, pr, cs, io, scale, st), "backward");
 }
 
 }  // namespace kiln::cuda::sdpa
