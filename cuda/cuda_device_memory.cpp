@@ -3,11 +3,23 @@
 //  - CudaPinnedHostMemory: page-locked host memory (cudaHostAlloc/cudaFreeHost).
 // Both use timing-free CUDA events. Every CUDA call is checked; failures are
 // kiln::Error naming the call, file and line, except running out of memory,
-// which reserve() answers with nullptr (the caching allocator then frees its
-// cache, retries, and throws kiln::OutOfMemoryError).
+// which reserve() answers with nullptr (the caching allocator then waits for
+// its events, frees its cache, retries, and throws kiln::OutOfMemoryError).
+//
+// Events belong to a device: cudaEventRecord fails unless the event and the
+// stream are on the same device, and an event is created on the device
+// current at the time. The stream of a record may be another device's (a
+// device block read by a peer copy on the destination's stream; a pinned
+// buffer copied to several GPUs), so a handle is a CudaEvent whose cudaEvent_t
+// is made on first record, on the stream's device (Stream::device) with that
+// device current, and made again there if a later record is on another device.
+// release() and synchronize_event() are called with the allocator's mutex
+// unlocked; the CUDA runtime is thread-safe, and the allocator never records
+// an event another thread is waiting for.
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 
 #include "core/memory/device_memory.h"
@@ -35,23 +47,64 @@ class DeviceScope {
   bool switched_ = false;
 };
 
-cudaEvent_t as_event(EventHandle e) { return static_cast<cudaEvent_t>(e); }
 cudaStream_t as_stream(Stream s) { return reinterpret_cast<cudaStream_t>(s.id); }
 
-EventHandle create_cuda_event() {
-  cudaEvent_t event = nullptr;
-  KILN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  return event;
+// An EventHandle of these DeviceMemory classes.
+struct CudaEvent {
+  cudaEvent_t event = nullptr;  // made on first record
+  int device = -1;              // where `event` was made
+};
+
+CudaEvent* as_event(EventHandle e) { return static_cast<CudaEvent*>(e); }
+
+EventHandle create_cuda_event() { return new CudaEvent; }
+
+void destroy_cuda_event(EventHandle e) {
+  std::unique_ptr<CudaEvent> ev(as_event(e));
+  if (ev->event == nullptr) return;
+  DeviceScope scope(ev->device);
+  KILN_CUDA_CHECK(cudaEventDestroy(ev->event));
+}
+
+// Records `e` on `s`, which belongs to `device`, with `device` current.
+void record_cuda_event(EventHandle e, Stream s, int device) {
+  CudaEvent* ev = as_event(e);
+  if (ev->event != nullptr && ev->device != device) {
+    DeviceScope old(ev->device);
+    const cudaError_t err = cudaEventDestroy(ev->event);
+    ev->event = nullptr;
+    if (err != cudaSuccess) cuda_fail(err, "cudaEventDestroy(event)", __FILE__, __LINE__);
+  }
+  DeviceScope scope(device);
+  if (ev->event == nullptr) {
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming));
+    ev->device = device;
+  }
+  KILN_CUDA_CHECK(cudaEventRecord(ev->event, as_stream(s)));
 }
 
 bool cuda_event_completed(EventHandle e) {
-  const cudaError_t err = cudaEventQuery(as_event(e));
+  const CudaEvent* ev = as_event(e);
+  if (ev->event == nullptr) return true;  // never recorded
+  const cudaError_t err = cudaEventQuery(ev->event);
   if (err == cudaSuccess) return true;
   if (err == cudaErrorNotReady) {
     (void)cudaGetLastError();  // "not ready" is an answer, not an error to keep
     return false;
   }
   cuda_fail(err, "cudaEventQuery(event)", __FILE__, __LINE__);
+}
+
+void synchronize_cuda_event(EventHandle e) {
+  const CudaEvent* ev = as_event(e);
+  if (ev->event == nullptr) return;
+  KILN_CUDA_CHECK(cudaEventSynchronize(ev->event));
+}
+
+int current_cuda_device() {
+  int device = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
 }
 
 // nullptr for "out of memory" (clearing that non-sticky error); other
@@ -87,19 +140,13 @@ class CudaDeviceMemory final : public DeviceMemory {
     KILN_CUDA_CHECK(cudaFree(ptr));
   }
 
-  EventHandle create_event() override {
-    DeviceScope scope(device_);
-    return create_cuda_event();
-  }
-  void destroy_event(EventHandle e) override {
-    DeviceScope scope(device_);
-    KILN_CUDA_CHECK(cudaEventDestroy(as_event(e)));
-  }
+  EventHandle create_event() override { return create_cuda_event(); }
+  void destroy_event(EventHandle e) override { destroy_cuda_event(e); }
   void record_event(EventHandle e, Stream s) override {
-    DeviceScope scope(device_);
-    KILN_CUDA_CHECK(cudaEventRecord(as_event(e), as_stream(s)));
+    record_cuda_event(e, s, s.device < 0 ? device_ : s.device);
   }
   bool event_completed(EventHandle e) override { return cuda_event_completed(e); }
+  void synchronize_event(EventHandle e) override { synchronize_cuda_event(e); }
 
   DeviceMemoryInfo memory_info() override {
     DeviceScope scope(device_);
@@ -112,8 +159,7 @@ class CudaDeviceMemory final : public DeviceMemory {
   int device_;
 };
 
-// Events are created on the device current at the time; streams passed to
-// record_event must belong to it.
+// A stream with device -1 is taken to be the current device's.
 class CudaPinnedHostMemory final : public DeviceMemory {
  public:
   std::string name() const override { return "pinned host"; }
@@ -127,11 +173,12 @@ class CudaPinnedHostMemory final : public DeviceMemory {
   void release(void* ptr, std::size_t) override { KILN_CUDA_CHECK(cudaFreeHost(ptr)); }
 
   EventHandle create_event() override { return create_cuda_event(); }
-  void destroy_event(EventHandle e) override { KILN_CUDA_CHECK(cudaEventDestroy(as_event(e))); }
+  void destroy_event(EventHandle e) override { destroy_cuda_event(e); }
   void record_event(EventHandle e, Stream s) override {
-    KILN_CUDA_CHECK(cudaEventRecord(as_event(e), as_stream(s)));
+    record_cuda_event(e, s, s.device < 0 ? current_cuda_device() : s.device);
   }
   bool event_completed(EventHandle e) override { return cuda_event_completed(e); }
+  void synchronize_event(EventHandle e) override { synchronize_cuda_event(e); }
 
   DeviceMemoryInfo memory_info() override {
     const long page = sysconf(_SC_PAGESIZE);

@@ -4,6 +4,8 @@
 // record_stream; and kiln::cuda::copy (synchronous and asynchronous copies in
 // every direction). See cuda/cuda.h for the contracts.
 #include <array>
+#include <cstdio>
+#include <exception>
 #include <mutex>
 
 #include "core/memory/pinned_host.h"
@@ -15,14 +17,30 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
+// Frees `ptr` from a deleter or destructor, where an exception would be
+// std::terminate. CachingAllocator::free() reports device errors itself
+// (Note [free() never throws on device errors]); the one error it throws, a
+// pointer that is not live there (a double free), is reported here.
+// `Core`: memory::CachingAllocator or memory::PinnedHostAllocator.
+template <typename Core>
+void free_in_deleter(Core& core, void* ptr) noexcept {
+  try {
+    core.free(ptr);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: freeing a tensor's memory failed: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "kiln: freeing a tensor's memory failed (unknown exception)\n");
+  }
+}
+
 class CudaAllocator final : public Allocator {
  public:
   explicit CudaAllocator(int device) : device_(device), core_(memory::make_cuda_device_memory(device)) {}
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
-    return core_.allocate(nbytes, memory::Stream{reinterpret_cast<std::uintptr_t>(detail::current_cuda_stream(device_))});
+    return core_.allocate(nbytes, memory::Stream{reinterpret_cast<std::uintptr_t>(detail::current_cuda_stream(device_)), device_});
   }
-  void deallocate(void* ptr) override { core_.free(ptr); }
+  void deallocate(void* ptr) noexcept override { free_in_deleter(core_, ptr); }
   memory::CachingAllocator& core() { return core_; }
 
  private:
@@ -48,7 +66,9 @@ memory::PinnedHostAllocator& pinned() {
 
 int resolve(int device) { return device < 0 ? current_device() : device; }
 
-memory::Stream stream_id(const Stream& s) { return memory::Stream{s.id()}; }
+// The allocator's stream: the handle and its device (every device's legacy
+// default stream has handle 0).
+memory::Stream stream_id(const Stream& s) { return memory::Stream{s.id(), s.device()}; }
 
 void check_copy_operands(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(dst.defined() && src.defined(), "cuda::copy: undefined tensor");
@@ -99,7 +119,7 @@ void record_stream(const Tensor& t, const Stream& stream) {
 Tensor empty_pinned(const Shape& sizes, DType dtype) {
   const size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * element_size(dtype);
   void* ptr = pinned().allocate(nbytes);
-  std::shared_ptr<void> owner(ptr, [](void* p) { pinned().free(p); });
+  std::shared_ptr<void> owner(ptr, [](void* p) { free_in_deleter(pinned(), p); });
   auto storage = std::make_shared<StorageImpl>(ptr, nbytes, kCPU, std::move(owner));
   return make_tensor(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype);
 }
@@ -130,12 +150,14 @@ void copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
       KILN_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDeviceToDevice, s));
     } else {
       // The copy runs on dst's stream after the work queued so far on src's
-      // current stream; src's memory is kept until the copy is done.
+      // current stream; src's memory is kept until the copy is done: src's
+      // allocator records its free() event on dst's stream, on dst's device
+      // (the stream's device in memory::Stream: cuda_device_memory.cpp).
       Event ready;
       ready.record(current_stream(sd.index));
       stream.wait(ready);
       KILN_CUDA_CHECK(cudaMemcpyPeerAsync(dst.raw_data(), dd.index, src.raw_data(), sd.index, nbytes, s));
-      allocator_of(sd.index).core().record_stream(src.storage()->data(), memory::Stream{stream.id()});
+      allocator_of(sd.index).core().record_stream(src.storage()->data(), stream_id(stream));
     }
     if (!non_blocking) stream.synchronize();
     return;

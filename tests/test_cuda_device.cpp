@@ -3,7 +3,9 @@
 // the caching allocator (reuse, out of memory, record_stream). Skips without
 // a GPU (tests/cuda_test_util.h).
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include "cuda/cuda.h"
@@ -208,6 +210,131 @@ TEST(CudaAllocator, RecordStreamDefersReuse) {
   b.synchronize();
   Tensor w = empty({16}, TensorOptions(DType::Float32, kGpu));  // allocation checks the events
   EXPECT_EQ(cuda::memory_stats(0).pending_blocks, pending_before);
+}
+
+// Holds `stream` with a host function that spins until `flag` is set; the
+// guard sets it and waits for the stream, whatever way the test ends.
+struct StreamHold {
+  StreamHold(const cuda::Stream& s, int device) : stream(s) {
+    int previous = 0;
+    EXPECT_EQ(cudaGetDevice(&previous), cudaSuccess);
+    EXPECT_EQ(cudaSetDevice(device), cudaSuccess);  // handle 0 is the current device's legacy stream
+    launched = cudaLaunchHostFunc(
+                   static_cast<cudaStream_t>(stream.handle()),
+                   [](void* p) {
+                     while (!static_cast<std::atomic<bool>*>(p)->load()) std::this_thread::yield();
+                   },
+                   &flag) == cudaSuccess;
+    EXPECT_EQ(cudaSetDevice(previous), cudaSuccess);
+  }
+  ~StreamHold() {
+    flag = true;
+    stream.synchronize();
+  }
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+  std::atomic<bool> flag{false};
+  cuda::Stream stream;
+  bool launched = false;
+};
+
+// A peer copy reads src on dst's stream, so src's allocator records the
+// free() event of src's block on that stream: the event must be made and
+// recorded on dst's device (before, the record failed and free() threw in the
+// tensor's destructor: std::terminate), and the block must not be handed out
+// again before the copy ran. Both dst streams are tried: a stream made for
+// the test, and cuda:0's legacy default stream, whose handle (0) is also
+// cuda:1's - the allocator's memory::Stream tells them apart by device.
+TEST(CudaAllocator, PeerCopyRecordsTheFreeEventOnTheDestinationDevice) {
+  KILN_REQUIRE_CUDA();
+  if (cuda::device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices";
+  const Device d1(DeviceType::CUDA, 1);
+  for (const bool legacy : {false, true}) {
+    SCOPED_TRACE(legacy ? "dst on cuda:0's legacy default stream" : "dst on a stream of its own");
+    cuda::synchronize(0);
+    cuda::synchronize(1);
+    const cuda::Stream dst_stream = legacy ? cuda::Stream::default_stream(0) : cuda::Stream::create(0);
+    cuda::StreamGuard on_dst_stream(dst_stream);
+    const Tensor x = random_cpu({1 << 18}, DType::Float32, 11);  // 1 MiB
+    Tensor dst = empty({1 << 18}, TensorOptions(DType::Float32, kGpu));
+    Tensor src = x.to(d1);
+    void* p = src.raw_data();
+    const memory::AllocatorStats before = cuda::memory_stats(1);
+    {
+      StreamHold hold(dst_stream, 0);
+      ASSERT_TRUE(hold.launched);
+      cuda::copy(dst, src, /*non_blocking=*/true);  // queued behind the host function
+      src = Tensor();                               // freed while the copy waits
+      const memory::AllocatorStats freed = cuda::memory_stats(1);
+      EXPECT_EQ(freed.device_errors, before.device_errors);
+      EXPECT_EQ(freed.quarantined_blocks, before.quarantined_blocks);
+      EXPECT_EQ(freed.pending_blocks, before.pending_blocks + 1);
+      {
+        Tensor again = empty({1 << 18}, TensorOptions(DType::Float32, d1));
+        EXPECT_NE(again.raw_data(), p) << "src's block was reused before the peer copy read it";
+      }
+    }  // the copy runs
+    Tensor w = empty({16}, TensorOptions(DType::Float32, d1));  // allocation checks the events
+    EXPECT_EQ(cuda::memory_stats(1).pending_blocks, before.pending_blocks);
+    EXPECT_TRUE(bitwise_equal(dst.cpu(), x));
+  }
+}
+
+// Note [Out-of-memory retry], step 1 on the device: a block freed while a
+// stream that is held still uses it (record_stream) is waited for and reused
+// when the device has no room for a second one, instead of OutOfMemoryError;
+// while the allocation waits, the allocator's mutex is free.
+TEST(CudaAllocator, OutOfMemoryRetryWaitsForARecordStreamBlock) {
+  KILN_REQUIRE_CUDA();
+  const char* env = std::getenv("KILN_CACHING_ALLOCATOR");
+  const bool caching = !(env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0 ||
+                                 std::strcmp(env, "off") == 0));
+  cuda::synchronize(0);
+  cuda::empty_cache(0);
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  const int64_t n = static_cast<int64_t>(free_bytes / 10 * 6 / sizeof(float));  // 60%: two do not fit
+  cuda::Stream b = cuda::Stream::create(0);
+  const memory::AllocatorStats before = cuda::memory_stats(0);
+  void* p = nullptr;
+  {
+    StreamHold hold(b, 0);
+    ASSERT_TRUE(hold.launched);
+    {
+      Tensor t = empty({n}, TensorOptions(DType::Float32, kGpu));
+      p = t.raw_data();
+      cuda::record_stream(t, b);
+    }
+    EXPECT_EQ(cuda::memory_stats(0).pending_blocks, before.pending_blocks + 1);
+    // B is let go after a while, by a thread that first checks the allocator
+    // answers meanwhile (memory_stats takes its mutex).
+    std::atomic<bool> answered{false};
+    std::thread letgo([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      auto stats = std::async(std::launch::async, [] { return cuda::memory_stats(0); });
+      answered = stats.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+      hold.flag = true;
+    });
+    {
+      Tensor u;
+      EXPECT_NO_THROW(u = empty({n}, TensorOptions(DType::Float32, kGpu)));
+      if (caching) {
+        EXPECT_EQ(u.raw_data(), p) << "the waited-for block was not reused";
+      }
+    }
+    letgo.join();
+    EXPECT_TRUE(answered) << "the allocator's mutex was held while waiting for stream B";
+  }
+  const memory::AllocatorStats s = cuda::memory_stats(0);
+  EXPECT_EQ(s.oom_errors, before.oom_errors);
+  EXPECT_EQ(s.alloc_retries, before.alloc_retries + 1);
+  EXPECT_EQ(s.event_syncs, before.event_syncs + 1);
+  EXPECT_EQ(s.device_errors, before.device_errors);
+  if (caching) {
+    EXPECT_EQ(s.cache_flushes, before.cache_flushes);
+    EXPECT_EQ(s.device_releases, before.device_releases);  // no cudaFree was needed
+  }
+  cuda::empty_cache(0);  // give the 60% back for the other tests
 }
 #endif
 

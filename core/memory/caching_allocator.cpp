@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -16,8 +17,9 @@ namespace detail {
 // multiples of kMinBlockSize; prev/next are the address-order neighbours in
 // the same segment (prev->ptr + prev->size == ptr); all blocks of a segment
 // share its stream and pool; a block is in its pool's free set iff
-// !allocated && pending_events == 0; the first block of a segment is never
-// deleted while the segment lives (merges keep the lower block).
+// !allocated && pending_events == 0 && !quarantined; the first block of a
+// segment is never deleted while the segment lives (merges keep the lower
+// block).
 struct Block {
   char* ptr = nullptr;
   std::size_t size = 0;
@@ -28,6 +30,7 @@ struct Block {
   Block* next = nullptr;
   bool allocated = false;
   int pending_events = 0;            // events to complete before reuse
+  bool quarantined = false;          // freed, never reused (a device error)
   std::vector<Stream> used_streams;  // record_stream() targets while allocated
 };
 
@@ -54,7 +57,9 @@ using detail::BlockPool;
 
 namespace {
 
-bool is_free(const Block* b) { return !b->allocated && b->pending_events == 0; }
+bool is_free(const Block* b) {
+  return !b->allocated && b->pending_events == 0 && !b->quarantined;
+}
 
 bool caching_from_environment() {
   const char* raw = std::getenv("KILN_CACHING_ALLOCATOR");
@@ -113,9 +118,17 @@ CachingAllocator::CachingAllocator(std::unique_ptr<DeviceMemory> device, Options
 CachingAllocator::~CachingAllocator() {
   // Nothing here may throw; device errors at teardown are ignored.
   for (const PendingEvent& p : pending_) spare_events_.push_back(p.event);
-  for (EventHandle e : spare_events_) {
+  for (const auto* events : {&spare_events_, &held_events_, &failed_events_}) {
+    for (EventHandle e : *events) {
+      try {
+        device_->destroy_event(e);
+      } catch (...) {
+      }
+    }
+  }
+  for (const Region& r : release_queue_) {  // empty unless a release was cut short
     try {
-      device_->destroy_event(e);
+      device_->release(r.ptr, r.bytes);
     } catch (...) {
     }
   }
@@ -137,23 +150,17 @@ CachingAllocator::~CachingAllocator() {
 void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
   if (bytes == 0) return nullptr;
   const Stream owner = stream_bound_ ? stream : kDefaultStream;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   if (bytes > kMaxRequest) throw_out_of_memory(bytes, stream);
   const std::size_t size = round_request(bytes);
-  process_events();
+  const std::size_t segment = caching_ ? segment_size_for(size) : size;
   BlockPool& pool = size <= kSmallRequestLimit ? *small_pool_ : *large_pool_;
+  process_events();
+  release_queued(lock);  // caching off: blocks whose events completed
 
-  Block* block = caching_ ? take_free_block(pool, owner, size) : nullptr;
-  if (block == nullptr) {
-    const std::size_t segment = caching_ ? segment_size_for(size) : size;
-    block = reserve_segment(pool, owner, segment);
-    if (block == nullptr && caching_) {
-      ++counters_.cache_flushes;
-      release_cached_segments();
-      block = reserve_segment(pool, owner, segment);
-    }
-    if (block == nullptr) throw_out_of_memory(bytes, stream);
-  }
+  Block* block = find_or_reserve(pool, owner, size, segment);
+  if (block == nullptr) block = retry_out_of_memory(lock, pool, owner, size, segment);
+  if (block == nullptr) throw_out_of_memory(bytes, stream);
   try {
     split(block, size);
     live_.emplace(block->ptr, block);
@@ -174,38 +181,37 @@ void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
 
 void CachingAllocator::free(void* ptr) {
   if (ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  Block* block = live_block(ptr, "free");
-  live_.erase(ptr);
-  block->allocated = false;
-  counters_.allocated_bytes -= block->size;
-  counters_.requested_bytes -= block->requested;
-  block->requested = 0;
-  --counters_.active_blocks;
-  ++counters_.frees;
-  if (block->used_streams.empty()) {
-    return_block(block);
-    return;
-  }
-  std::vector<Stream> streams;
-  streams.swap(block->used_streams);
-  counters_.pending_bytes += block->size;
-  ++counters_.pending_blocks;
-  // One guard count held while recording: if a record fails the block keeps
-  // it forever, staying out of reuse (its users' progress is unknown).
-  block->pending_events = 1;
-  for (Stream s : streams) {
-    EventHandle event = acquire_event();
-    try {
-      device_->record_event(event, s);
-    } catch (...) {
-      spare_events_.push_back(event);
-      throw;
+  std::vector<Region> regions;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Block* block = live_block(ptr, "free");  // the one error free() throws
+    live_.erase(ptr);
+    block->allocated = false;
+    counters_.allocated_bytes -= block->size;
+    counters_.requested_bytes -= block->requested;
+    block->requested = 0;
+    --counters_.active_blocks;
+    ++counters_.frees;
+    if (block->used_streams.empty()) {
+      return_block(block);
+    } else {
+      record_free_events(block);
     }
-    pending_.push_back({event, block});
-    ++block->pending_events;
+    regions.swap(release_queue_);  // caching off: the block itself
   }
-  --block->pending_events;
+  // Note [Out-of-memory retry]: released with the mutex unlocked; Note [free()
+  // never throws on device errors]: failures are reported, not thrown.
+  for (const Region& r : regions) {
+    try {
+      device_->release(r.ptr, r.bytes);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      report_device_error("releasing a freed block to the device", e.what());
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      report_device_error("releasing a freed block to the device", "unknown exception");
+    }
+  }
 }
 
 void CachingAllocator::record_stream(void* ptr, Stream stream) {
@@ -218,9 +224,10 @@ void CachingAllocator::record_stream(void* ptr, Stream stream) {
 }
 
 void CachingAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   process_events();
-  release_cached_segments();
+  queue_cached_segments();
+  release_queued(lock);
 }
 
 AllocatorStats CachingAllocator::stats() {
@@ -257,10 +264,14 @@ std::string CachingAllocator::memory_summary() {
      << " blocks (largest " << format_bytes(s.largest_free_block) << ")\n"
      << "  pending:       " << format_bytes(s.pending_bytes) << " in " << s.pending_blocks
      << " freed blocks waiting on stream events\n"
+     << "  quarantined:   " << format_bytes(s.quarantined_bytes) << " in " << s.quarantined_blocks
+     << " freed blocks kept out of reuse after device errors\n"
      << "  fragmentation: " << frag << " of reserved bytes back no live allocation\n"
      << "  counts:        " << s.allocations << " allocations, " << s.frees << " frees, "
      << s.device_reserves << " device reserves, " << s.device_releases << " device releases, "
-     << s.cache_flushes << " cache flushes, " << s.oom_errors << " out-of-memory errors\n";
+     << s.oom_errors << " out-of-memory errors, " << s.device_errors << " device errors\n"
+     << "  retries:       " << s.alloc_retries << " out-of-memory retries: " << s.event_syncs
+     << " waits for stream events, " << s.cache_flushes << " cache flushes\n";
   return os.str();
 }
 
@@ -275,6 +286,57 @@ Block* CachingAllocator::take_free_block(BlockPool& pool, Stream stream, std::si
   Block* block = *it;
   pool.free_blocks.erase(it);
   return block;
+}
+
+Block* CachingAllocator::find_or_reserve(BlockPool& pool, Stream stream, std::size_t size,
+                                         std::size_t segment) {
+  Block* block = caching_ ? take_free_block(pool, stream, size) : nullptr;
+  return block != nullptr ? block : reserve_segment(pool, stream, segment);
+}
+
+// Note [Out-of-memory retry]: steps 1 and 2; nullptr when both failed.
+Block* CachingAllocator::retry_out_of_memory(std::unique_lock<std::mutex>& lock,
+                                             BlockPool& pool, Stream stream, std::size_t size,
+                                             std::size_t segment) {
+  ++counters_.alloc_retries;
+  if (!pending_.empty()) {
+    ++counters_.event_syncs;
+    wait_for_events(lock);
+    if (Block* block = find_or_reserve(pool, stream, size, segment)) return block;
+  }
+  if (!caching_) return nullptr;
+  ++counters_.cache_flushes;
+  queue_cached_segments();
+  release_queued(lock);
+  return find_or_reserve(pool, stream, size, segment);
+}
+
+// Waits, with the mutex unlocked, for every event outstanding now, then
+// processes all events (and releases what that returns, caching off).
+// Completed events are held back from recycling while any wait runs: a
+// recycled event recorded again would make a wait naming it wait for the new
+// point instead.
+void CachingAllocator::wait_for_events(std::unique_lock<std::mutex>& lock) {
+  std::vector<EventHandle> events;
+  events.reserve(pending_.size());
+  for (const PendingEvent& p : pending_) events.push_back(p.event);
+  ++event_waiters_;
+  lock.unlock();
+  for (EventHandle e : events) {
+    try {
+      device_->synchronize_event(e);
+    } catch (...) {
+      // Not an answer about the event: process_events() queries it below and
+      // quarantines its block (and reports) if that fails too.
+    }
+  }
+  lock.lock();
+  if (--event_waiters_ == 0) {
+    spare_events_.insert(spare_events_.end(), held_events_.begin(), held_events_.end());
+    held_events_.clear();
+  }
+  process_events();
+  release_queued(lock);
 }
 
 Block* CachingAllocator::reserve_segment(BlockPool& pool, Stream stream, std::size_t size) {
@@ -343,11 +405,75 @@ void CachingAllocator::return_block(Block* block) {
   free_blocks.insert(block);
 }
 
-// `block` is a whole segment, free and in no pool. Bookkeeping is dropped
-// before the device call so a failing release leaves consistent state.
+// `block` was just freed and other streams used it: an event on each of them
+// must complete before reuse. Note [free() never throws on device errors]: if
+// getting or recording an event fails, the block is quarantined.
+void CachingAllocator::record_free_events(Block* block) {
+  std::vector<Stream> streams;
+  streams.swap(block->used_streams);
+  counters_.pending_bytes += block->size;
+  ++counters_.pending_blocks;
+  // One guard count held while recording, so the block cannot be returned
+  // half-way.
+  block->pending_events = 1;
+  try {
+    pending_.reserve(pending_.size() + streams.size());  // no throwing after a record
+    for (Stream s : streams) {
+      EventHandle event = acquire_event();
+      try {
+        device_->record_event(event, s);
+      } catch (...) {
+        failed_events_.push_back(event);  // not recycled: it may be broken
+        throw;
+      }
+      pending_.push_back({event, block});
+      ++block->pending_events;
+    }
+  } catch (const std::exception& e) {
+    quarantine(block);
+    report_device_error("recording a record_stream event in free()", e.what());
+  } catch (...) {
+    quarantine(block);
+    report_device_error("recording a record_stream event in free()", "unknown exception");
+  }
+  if (--block->pending_events == 0 && !block->quarantined) {
+    counters_.pending_bytes -= block->size;
+    --counters_.pending_blocks;
+    return_block(block);
+  }
+}
+
+// `block` is freed and counted as pending: from now on it is never reused
+// (its segment stays until the allocator goes).
+void CachingAllocator::quarantine(Block* block) {
+  if (block->quarantined) return;
+  block->quarantined = true;
+  AllocatorStats& c = counters_;
+  c.pending_bytes -= block->size;
+  --c.pending_blocks;
+  c.quarantined_bytes += block->size;
+  ++c.quarantined_blocks;
+}
+
+void CachingAllocator::report_device_error(const char* what, const char* error) noexcept {
+  ++counters_.device_errors;
+  if (device_error_reported_) return;
+  device_error_reported_ = true;
+  std::fprintf(stderr,
+               "kiln: caching allocator on %s: %s failed: %s. The memory involved is kept out "
+               "of reuse; later device errors of this allocator are only counted "
+               "(AllocatorStats::device_errors).\n",
+               device_name_.c_str(), what, error);
+  std::fflush(stderr);
+}
+
+// `block` is a whole segment, free and in no pool. Its bookkeeping is dropped
+// here and the memory queued for release_queued() (or free()), which gives it
+// back to the device with the mutex unlocked.
 void CachingAllocator::release_segment(Block* block) {
   void* ptr = block->ptr;
   const std::size_t size = block->size;
+  release_queue_.push_back({ptr, size});  // first: if it throws, nothing changed
   segments_.erase(ptr);
   AllocatorStats& c = counters_;
   c.reserved_bytes -= size;
@@ -355,10 +481,28 @@ void CachingAllocator::release_segment(Block* block) {
   --(block->pool->small ? c.small_segments : c.large_segments);
   ++c.device_releases;
   delete block;
-  device_->release(ptr, size);
 }
 
-void CachingAllocator::release_cached_segments() {
+// Gives release_queue_ back to the device with the mutex unlocked, and locks
+// it again. Every region is tried; the first failure is thrown after.
+void CachingAllocator::release_queued(std::unique_lock<std::mutex>& lock) {
+  if (release_queue_.empty()) return;
+  std::vector<Region> regions;
+  regions.swap(release_queue_);
+  lock.unlock();
+  std::exception_ptr error;
+  for (const Region& r : regions) {
+    try {
+      device_->release(r.ptr, r.bytes);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  lock.lock();
+  if (error) std::rethrow_exception(error);
+}
+
+void CachingAllocator::queue_cached_segments() {
   for (BlockPool* pool : {small_pool_.get(), large_pool_.get()}) {
     auto& free_blocks = pool->free_blocks;
     for (auto it = free_blocks.begin(); it != free_blocks.end();) {
@@ -376,19 +520,40 @@ void CachingAllocator::release_cached_segments() {
 void CachingAllocator::process_events() {
   for (std::size_t i = 0; i < pending_.size();) {
     const PendingEvent p = pending_[i];
-    if (!device_->event_completed(p.event)) {
+    bool done = false;
+    bool failed = false;
+    try {
+      done = device_->event_completed(p.event);
+    } catch (const std::exception& e) {
+      failed = true;
+      report_device_error("querying a record_stream event", e.what());
+    } catch (...) {
+      failed = true;
+      report_device_error("querying a record_stream event", "unknown exception");
+    }
+    if (!done && !failed) {
       ++i;
       continue;
     }
     pending_[i] = pending_.back();
     pending_.pop_back();
-    spare_events_.push_back(p.event);
-    if (--p.block->pending_events == 0) {
+    if (failed) {
+      // Whether the block's users are done is unknown: it is never reused.
+      quarantine(p.block);
+      failed_events_.push_back(p.event);
+    } else {
+      recycle_event(p.event);
+    }
+    if (--p.block->pending_events == 0 && !p.block->quarantined) {
       counters_.pending_bytes -= p.block->size;
       --counters_.pending_blocks;
       return_block(p.block);
     }
   }
+}
+
+void CachingAllocator::recycle_event(EventHandle event) {
+  (event_waiters_ > 0 ? held_events_ : spare_events_).push_back(event);
 }
 
 EventHandle CachingAllocator::acquire_event() {
@@ -415,8 +580,8 @@ void CachingAllocator::throw_out_of_memory(std::size_t requested, Stream stream)
      << "; this allocator has " << format_bytes(s.allocated_bytes) << " allocated and "
      << format_bytes(s.reserved_bytes) << " reserved (" << format_bytes(s.pending_bytes)
      << " awaiting stream events); the device has " << device_line
-     << ". Cached unused segments were released before giving up; free tensors or use a "
-        "smaller batch.";
+     << ". Outstanding stream events were waited for and cached unused segments released "
+        "before giving up; free tensors or use a smaller batch.";
   throw OutOfMemoryError(os.str(), requested, s.allocated_bytes, s.reserved_bytes,
                          info.free_bytes, info.total_bytes);
 }

@@ -41,19 +41,66 @@
 // every stream named by record_stream() - the default stream too - gets an
 // event on free that must complete before reuse.
 //
-// Out of memory. If the device has no memory for a new segment, every cached
-// whole-free segment is released and the reservation retried once; if that
-// fails too, allocate() throws kiln::OutOfMemoryError (requested, allocated,
-// reserved and device-free bytes in the message). State is unchanged by the
-// failure, so the process can carry on (for example with a smaller batch).
+// Out of memory: see Note [Out-of-memory retry] below.
 //
 // Caching off (Options::caching = Disabled, or KILN_CACHING_ALLOCATOR=0 in the
 // environment when the allocator is built): every allocation is its own
 // segment of round_request(n) bytes, straight from the device, and every free
 // goes straight back (after its record_stream events, as above).
 //
-// Thread safety: every public method takes one mutex; the DeviceMemory is only
-// called under it.
+// Device errors on free: see Note [free() never throws on device errors].
+//
+// Thread safety: every public method takes one mutex. The DeviceMemory is
+// called under it, except for release() and synchronize_event(), which may
+// block for long and are called with it unlocked (Note [Out-of-memory retry]).
+//
+// Note [Out-of-memory retry]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// When the device has no memory for a new segment (reserve() answers
+// nullptr), allocate() goes through these steps in order (counted in
+// alloc_retries); each step but the last ends with another try at a cached
+// block, then at a new segment:
+//  1. Wait for every outstanding record_stream event (synchronize_event) and
+//     process them all: freed blocks that were only waiting for other streams
+//     return to their pools (caching off: to the device) and are reused
+//     without giving any memory back to the device. Skipped when no event is
+//     outstanding; counted in event_syncs.
+//  2. Release every whole-free cached segment to the device (cache_flushes;
+//     caching on only).
+//  3. Throw kiln::OutOfMemoryError (requested, allocated, reserved and
+//     device-free bytes in the message; oom_errors). The allocator stays
+//     consistent and usable, for example with a smaller batch.
+// The waiting of step 1 and the releasing of step 2 run with the mutex
+// unlocked: cudaEventSynchronize waits for a stream and cudaFree for the whole
+// device, and either can hang behind a kernel that does not end (an NCCL
+// collective waiting for a dead peer) until a watchdog aborts it; under the
+// mutex, every other thread's allocate() and free() - tensor destructors
+// included - would hang too. So the allocator gathers under the mutex what to
+// wait for or release, unlocks, waits or releases, and locks again. Other
+// threads may allocate and free meanwhile (and may take the blocks step 1
+// returned: the retry then goes on to step 2). A segment being released is
+// already out of the bookkeeping (reserved_bytes no longer counts it); an
+// event being waited for is not recycled until no wait is in progress. Every
+// release to the device runs unlocked this way (empty_cache(), and free() and
+// allocate() with caching off), not only the retry's; errors from those
+// releases are thrown after all of them were tried, except in free().
+//
+// Note [free() never throws on device errors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// free() runs in tensor destructors (Storage deleters), where an exception is
+// std::terminate. It throws only for a pointer that is not live here (a caller
+// bug, kiln::Error), never for a failure of the device: when creating or
+// recording the events of a block's record_stream() streams fails (a CUDA
+// error, say), the block is quarantined - kept out of reuse until the
+// allocator is destroyed (quarantined_bytes/blocks), because work on those
+// streams may still use it and nothing tells when it is done - and the error
+// is counted in device_errors and reported on stderr (the first one of each
+// allocator; the later ones are only counted). A failure to release a
+// caching-off block to the device in free() is counted and reported the same
+// way. Querying an event can fail later, in allocate() or empty_cache(): the
+// event's block is quarantined too and the call goes on (a failed wait of the
+// out-of-memory retry is left to that query). The CUDA deleters
+// (cuda/memory.cpp) are noexcept and report a not-live pointer on stderr.
 #pragma once
 
 #include <cstddef>
@@ -104,13 +151,22 @@ struct AllocatorStats {
   std::uint64_t allocations = 0;         // successful allocate() calls with bytes > 0
   std::uint64_t frees = 0;               // free() calls with a live pointer
   std::uint64_t device_reserves = 0;     // DeviceMemory::reserve() successes
+  std::size_t quarantined_bytes = 0;     // freed blocks kept out of reuse after device errors
+  std::size_t quarantined_blocks = 0;
   std::uint64_t device_releases = 0;     // DeviceMemory::release() calls
-  std::uint64_t cache_flushes = 0;       // failed reservations retried after releasing the cache
+  // Note [Out-of-memory retry]: failed reservations that entered the retry;
+  // of those, waits for every outstanding event, and cache releases.
+  std::uint64_t alloc_retries = 0;
+  std::uint64_t event_syncs = 0;
+  std::uint64_t cache_flushes = 0;
   std::uint64_t oom_errors = 0;          // OutOfMemoryError thrown
+  // Device failures reported and survived instead of thrown (Note [free()
+  // never throws on device errors]).
+  std::uint64_t device_errors = 0;
 
   // (reserved - allocated) / reserved: the share of held device memory that
-  // backs no live allocation (cached, waiting on events, or lost to rounding
-  // of unsplit large blocks). 0 when nothing is reserved.
+  // backs no live allocation (cached, waiting on events, quarantined, or lost
+  // to rounding of unsplit large blocks). 0 when nothing is reserved.
   double fragmentation() const {
     return reserved_bytes == 0 ? 0.0
                                : static_cast<double>(reserved_bytes - allocated_bytes) /
@@ -148,15 +204,18 @@ class CachingAllocator {
 
   // A block of at least `bytes` bytes usable on `stream` (ignored in host
   // mode); nullptr for 0 bytes. Throws OutOfMemoryError when the device is
-  // full even after releasing the cache, kiln::Error on other device failures.
+  // full even after waiting for outstanding events and releasing the cache
+  // (Note [Out-of-memory retry]), kiln::Error on other device failures.
   void* allocate(std::size_t bytes, Stream stream = kDefaultStream);
   // Returns a block to the cache (or the device, caching off). nullptr is a
-  // no-op; a pointer not live in this allocator is a kiln::Error.
+  // no-op; a pointer not live in this allocator is a kiln::Error, the only
+  // error free() throws (Note [free() never throws on device errors]).
   void free(void* ptr);
   // Declares that work on `stream` uses the live block `ptr`: reuse after
   // free() waits for that work (see Note). Same stream as the block's: no-op.
   void record_stream(void* ptr, Stream stream);
-  // Releases every whole-free cached segment to the device.
+  // Releases every whole-free cached segment to the device (with the mutex
+  // unlocked; the first release error is thrown after all were tried).
   void empty_cache();
 
   AllocatorStats stats();
@@ -175,15 +234,29 @@ class CachingAllocator {
     EventHandle event;
     detail::Block* block;
   };
+  struct Region {  // memory to give back to the device
+    void* ptr;
+    std::size_t bytes;
+  };
 
   detail::Block* take_free_block(detail::BlockPool& pool, Stream stream, std::size_t size);
   detail::Block* reserve_segment(detail::BlockPool& pool, Stream stream, std::size_t size);
+  detail::Block* find_or_reserve(detail::BlockPool& pool, Stream stream, std::size_t size,
+                                 std::size_t segment);
+  detail::Block* retry_out_of_memory(std::unique_lock<std::mutex>& lock, detail::BlockPool& pool,
+                                     Stream stream, std::size_t size, std::size_t segment);
+  void wait_for_events(std::unique_lock<std::mutex>& lock);
   void split(detail::Block* block, std::size_t size);
   void return_block(detail::Block* block);
+  void record_free_events(detail::Block* block);
+  void quarantine(detail::Block* block);
+  void report_device_error(const char* what, const char* error) noexcept;
   void release_segment(detail::Block* block);
-  void release_cached_segments();
+  void queue_cached_segments();
+  void release_queued(std::unique_lock<std::mutex>& lock);
   void process_events();
   EventHandle acquire_event();
+  void recycle_event(EventHandle event);
   [[noreturn]] void throw_out_of_memory(std::size_t requested, Stream stream);
   detail::Block* live_block(const void* ptr, const char* op);
   AllocatorStats stats_locked() const;
@@ -200,6 +273,13 @@ class CachingAllocator {
   std::map<const void*, detail::Block*> segments_;        // base ptr -> first block (stable)
   std::vector<PendingEvent> pending_;                     // one per outstanding event
   std::vector<EventHandle> spare_events_;                 // completed, ready to record again
+  // Completed while event_waiters_ > 0: not recorded again until the waits
+  // (wait_for_events, mutex unlocked) are over, as a wait may name them.
+  std::vector<EventHandle> held_events_;
+  int event_waiters_ = 0;
+  std::vector<EventHandle> failed_events_;  // a device call on them failed: destroyed at the end
+  std::vector<Region> release_queue_;       // out of the bookkeeping; released unlocked
+  bool device_error_reported_ = false;
   AllocatorStats counters_;  // bytes and counts kept up to date incrementally
 };
 

@@ -9,17 +9,26 @@
 //  - A Stream is an opaque handle (for CUDA: a cudaStream_t's bits; 0 is the
 //    default stream). An EventHandle is opaque and only ever passed back to the
 //    DeviceMemory that created it.
-//  - reserve() answers "no memory" with nullptr (the allocator then frees
-//    its cache and retries, then throws OutOfMemoryError); any other device
-//    failure is a kiln::Error thrown from the call.
-//  - A DeviceMemory is called by one allocator under that allocator's mutex,
-//    so an implementation needs no locking of its own for that use.
+//  - reserve() answers "no memory" with nullptr (the allocator then waits for
+//    its outstanding events, frees its cache and retries, then throws
+//    OutOfMemoryError: Note [Out-of-memory retry] in caching_allocator.h); any
+//    other device failure is a kiln::Error thrown from the call.
+//  - A DeviceMemory is called by one allocator. reserve(), the event calls
+//    other than synchronize_event(), and memory_info() are called under that
+//    allocator's mutex, one at a time. release() and synchronize_event() may
+//    block for long (cudaFree waits for the whole device) and are called with
+//    the mutex unlocked, so they may run at the same time as each other and as
+//    the other calls, from other threads: an implementation must be
+//    thread-safe for that (CUDA's calls, HostHeapMemory and the tests'
+//    simulated device are).
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 
@@ -51,9 +60,15 @@ class OutOfMemoryError : public Error {
 
 namespace memory {
 
-// Opaque stream handle; Stream{} (id 0) is the default stream.
+// Opaque stream handle; Stream{} (id 0) is the default stream. `device` is
+// the device the stream belongs to, for a DeviceMemory whose events may be
+// recorded on streams of several devices (CUDA: a peer copy's stream, or a
+// pinned buffer's copy streams); -1: the DeviceMemory's own device (device
+// memory) or the current one (pinned host). For CUDA the id alone is not
+// enough: every device's legacy default stream has id 0.
 struct Stream {
   std::uintptr_t id = 0;
+  int device = -1;
   constexpr bool operator==(const Stream&) const = default;
   constexpr auto operator<=>(const Stream&) const = default;
 };
@@ -85,6 +100,12 @@ class DeviceMemory {
   virtual void record_event(EventHandle event, Stream stream) = 0;
   // True once the recorded point has been passed (never blocks).
   virtual bool event_completed(EventHandle event) = 0;
+  // Blocks until the recorded point has been passed (at once for an event
+  // never recorded). Called without the allocator's mutex (see above). The
+  // default polls event_completed(); CUDA waits with cudaEventSynchronize.
+  virtual void synchronize_event(EventHandle event) {
+    while (!event_completed(event)) std::this_thread::yield();
+  }
 
   virtual DeviceMemoryInfo memory_info() = 0;
 };
@@ -93,8 +114,10 @@ class DeviceMemory {
 // cudaMalloc/cudaFree, pinned host memory through cudaHostAlloc/cudaFreeHost,
 // events through cudaEventCreateWithFlags(disableTiming)/Record/Query. In a
 // build without CUDA both throw kiln::Error("... built without CUDA").
-// Pinned-host events are created on the current device: streams recorded on
-// the pinned allocator must belong to that device.
+// Events are created and recorded with the recorded stream's device current
+// (Stream::device; -1: the device memory's own device, or for pinned host the
+// current device), so a device block may be recorded on a peer device's
+// stream and a pinned block on the streams of several devices.
 std::unique_ptr<DeviceMemory> make_cuda_device_memory(int device_index);
 std::unique_ptr<DeviceMemory> make_cuda_pinned_host_memory();
 
