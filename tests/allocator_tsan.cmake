@@ -1,4 +1,4 @@
-# kiln_alloc_tsan_tests: the caching allocator's tests (test_caching_allocator.cpp)
+# kiln_alloc_tsan_tests: the caching allocator's tests (test_caching_allocator*.cpp)
 # built alone with only core/memory/*.cpp, under ThreadSanitizer, registered
 # with ctest as "kiln_alloc_tsan_tests".
 #
@@ -17,7 +17,8 @@ if(KILN_TSAN OR KILN_ALLOC_TSAN)
   endif()
   file(GLOB KILN_ALLOC_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/core/memory/*.cpp)
   add_executable(kiln_alloc_tsan_tests ${KILN_ALLOC_SOURCES}
-    ${CMAKE_CURRENT_SOURCE_DIR}/test_caching_allocator.cpp)
+    ${CMAKE_CURRENT_SOURCE_DIR}/test_caching_allocator.cpp
+    ${CMAKE_CURRENT_SOURCE_DIR}/test_caching_allocator_failures.cpp)
   target_include_directories(kiln_alloc_tsan_tests PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_options(kiln_alloc_tsan_tests PRIVATE ${KILN_WARNINGS})
   target_link_libraries(kiln_alloc_tsan_tests PRIVATE GTest::gtest GTest::gtest_main Threads::Threads)
