@@ -1,6 +1,9 @@
 // The CUDA index kernels (cuda/index.cu) against the CPU: index_add's fixed
 // order for long groups of equal targets (Note [Deterministic index_add]),
-// replayed on the CPU and expected bit for bit. Skips without a GPU.
+// replayed on the CPU and expected bit for bit; out-of-range entries dropped
+// or zeroed instead of read; and the deferred index checks of embedding and
+// cross_entropy (Note [Lazy index checks]). Skips without a GPU; the CPU side
+// of the checks is in tests/test_nn_ops.cpp.
 #include <algorithm>
 #include <climits>
 #include <random>
@@ -149,6 +152,110 @@ TEST(CudaIndex, IndexAddGroupsUpToAChunkKeepTheCpuBits) {
     backend(kGpu).index_add(got, 0, on_gpu(index), on_gpu(src));
     EXPECT_TRUE(bitwise_equal(got.cpu(), want));
   }
+}
+
+TEST(CudaIndex, OutOfRangeEntriesAreDroppedOrZeroedNeverRead) {
+  KILN_REQUIRE_CUDA();
+  const std::vector<int64_t> idx = {3, -1, 0, 5, 3, int64_t{1} << 40, 2, INT64_MIN, 4};
+  const Tensor index = on_gpu(tensor_from(idx));
+  const Tensor in = random_cpu({5, 4}, DType::Float32, 900), src = random_cpu({9, 4}, DType::Float32, 901);
+  // index_select: zero rows for the offending entries
+  Tensor sel = empty_tensor({9, 4}, DType::Float32, kGpu);
+  backend(kGpu).index_select(sel, on_gpu(in), 0, index);
+  const Tensor sc = sel.cpu();
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const bool ok = idx[i] >= 0 && idx[i] < 5;
+    const Tensor want = ok ? in.select(0, idx[i]) : zeros({4});
+    EXPECT_TRUE(bitwise_equal(sc.select(0, static_cast<int64_t>(i)), want)) << "entry " << i;
+  }
+  // index_add: the valid entries only, in order
+  Tensor got = on_gpu(in);
+  backend(kGpu).index_add(got, 0, index, on_gpu(src));
+  Tensor want = in.clone();
+  cpu_backend().index_add(want, 0, tensor_from({3, 0, 3, 2, 4}), index_select(src, 0, tensor_from({0, 2, 4, 6, 8})));
+  EXPECT_TRUE(bitwise_equal(got.cpu(), want));
+}
+
+// ---- Note [Lazy index checks] ---------------------------------------------------
+
+TEST(CudaLazyIndexCheck, EmbeddingReportsAtTheNextHostRead) {
+  KILN_REQUIRE_CUDA();
+  backend(kGpu).raise_deferred_errors();  // start from a clean record
+  const Tensor wc = random_cpu({10, 4}, DType::Float32, 1);
+  const Tensor w = on_gpu(wc).set_requires_grad(true);
+  const std::vector<int64_t> ids = {1, 2, 12, 3, 40, 10, 0};
+  Tensor e;
+  EXPECT_NO_THROW(e = embedding(w, on_gpu(tensor_from(ids))));  // queued: nothing read back yet
+  EXPECT_KILN_ERROR(e.cpu(), "embedding: 3 ids out of range for 10 embeddings on cuda:0: values in [10, 40], the "
+                             "first at position 2", "Note [Lazy index checks]");
+  const Tensor ec = e.cpu();  // reported once: this read is clean
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Tensor want = ids[i] < 10 ? wc.select(0, ids[i]) : zeros({4});
+    EXPECT_TRUE(bitwise_equal(ec.select(0, static_cast<int64_t>(i)), want)) << "row " << i;
+  }
+  // backward drops the offending entries
+  sum(e).backward();
+  std::vector<double> grad(40, 0.0);
+  for (int64_t id : ids)
+    if (id < 10)
+      for (int c = 0; c < 4; ++c) grad[static_cast<size_t>(id * 4 + c)] += 1.0;
+  EXPECT_EQ(testing::values(w.grad()), grad);
+  // one offender: the CPU's wording, then where it was found
+  const Tensor e2 = embedding(w.detach(), on_gpu(tensor_from({0, -5})));
+  EXPECT_KILN_ERROR(sum(e2).item<float>(),
+                    "embedding: id -5 at position 1 is out of range for 10 embeddings on cuda:0");
+  EXPECT_NO_THROW(sum(e2).item<float>());
+}
+
+TEST(CudaLazyIndexCheck, CrossEntropyReportsAtItemAndCountsOnTheDevice) {
+  KILN_REQUIRE_CUDA();
+  backend(kGpu).raise_deferred_errors();
+  const Tensor lc = random_cpu({6, 5}, DType::Float32, 2, -3, 3);
+  const Tensor lg = on_gpu(lc);
+  const Tensor bad = tensor_from({0, 9, -100, 4, -1, 2});
+  const Tensor loss = cross_entropy(lg, on_gpu(bad), -100);
+  EXPECT_KILN_ERROR(loss.item<float>(), "cross_entropy: 2 targets out of range for 5 classes on cuda:0: values in "
+                                        "[-1, 9], the first at position 1");
+  // the rows of the offending targets are NaN, an ignored row 0
+  const Tensor rows = cross_entropy(lg, on_gpu(bad), -100, 0.0, "none");
+  EXPECT_KILN_ERROR(rows.cpu(), "cross_entropy: 2 targets");
+  const std::vector<double> rv = testing::values(rows);
+  EXPECT_TRUE(std::isnan(rv[1]) && std::isnan(rv[4]));
+  EXPECT_EQ(rv[2], 0.0);
+  // valid targets: the mean over the 4 counted rows, as on the CPU
+  const Tensor good = tensor_from({0, 3, -100, 4, -100, 2});
+  for (double smoothing : {0.0, 0.1}) {
+    const Tensor want = cross_entropy(lc, good, -100, smoothing);
+    EXPECT_TRUE(matches(cross_entropy(lg, on_gpu(good), -100, smoothing), want, DType::Float32, "cross_entropy mean"));
+  }
+  EXPECT_TRUE(std::isnan(cross_entropy(lg, on_gpu(tensor_from({-100, -100, -100, -100, -100, -100})), -100)
+                             .item<float>()));
+}
+
+TEST(CudaLazyIndexCheck, ChecksCountLikeTheCpuAndReportOnDemand) {
+  KILN_REQUIRE_CUDA();
+  Backend& gpu = backend(kGpu);
+  gpu.raise_deferred_errors();
+  Tensor idx = empty_tensor({100003}, DType::Int64, kCPU);
+  cpu_backend().randint(idx, -1, 50, PhiloxState{5, 0});  // -1: ignored
+  Tensor cc = zeros({}, DType::Int64), cg = zeros({}, TensorOptions(DType::Int64, kGpu));
+  cpu_backend().check_index(idx, 50, int64_t{-1}, {"probe", "entry", "slots"}, cc);
+  gpu.check_index(on_gpu(idx), 50, int64_t{-1}, {"probe", "entry", "slots"}, cg);
+  EXPECT_GT(cc.item<int64_t>(), 90000);
+  EXPECT_EQ(cg.item<int64_t>(), cc.item<int64_t>());
+  // reported without any read by raise_deferred_errors, on another stream too
+  const cuda::Stream side = cuda::Stream::create(0);
+  {
+    cuda::StreamGuard guard(side);
+    gpu.check_index(on_gpu(tensor_from({0, 7})), 5, std::nullopt, {"first", "entry", "slots"}, Tensor());
+    gpu.check_index(on_gpu(tensor_from({9})), 5, std::nullopt, {"second", "entry", "slots"}, Tensor());
+    // the first failing check holds the record until it is reported
+    EXPECT_KILN_ERROR(gpu.raise_deferred_errors(), "first: entry 7 at position 1 is out of range for 5 slots");
+    EXPECT_NO_THROW(gpu.raise_deferred_errors());
+  }
+  // and a later failure is reported in its turn
+  gpu.check_index(on_gpu(tensor_from({3, 3, 8})), 5, std::nullopt, {"second", "entry", "slots"}, Tensor());
+  EXPECT_KILN_ERROR(gpu.raise_deferred_errors(), "second: entry 8 at position 2");
 }
 
 }  // namespace
