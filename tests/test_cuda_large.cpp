@@ -178,9 +178,13 @@ TEST(CudaLarge, RowKernelsOver65535Rows) {
     backend(kGpu).cross_entropy_backward(dg, on_gpu(lc), xg, on_gpu(sc), on_gpu(target), -100, 0.1);
     EXPECT_TRUE(matches(dg, dc, dt, "cross_entropy backward"));
   }
-  // Attention's masked softmax over (B, NH, Tq, Tk) = 65,600 rows, key mask (B, 1, 1, Tk).
+  // Attention's masked softmax over (B, NH, Tq, Tk) = 65,600 rows, key mask
+  // (B, 1, 1, Tk) of 0 (kept) and -10000 (padding), as BERT makes it.
   const Tensor s = random_cpu({2, 4, 8200, 32}, DType::Float32, 16, -3, 3);
-  const Tensor mask = random_cpu({2, 1, 1, 32}, DType::Float32, 17, -10000, 0);
+  std::vector<int64_t> mv(64, 0);
+  for (size_t k = 20; k < 32; ++k) mv[k] = -10000;       // batch 0: 20 keys
+  for (size_t k = 32; k < 64; k += 3) mv[k] = -10000;    // batch 1: every third key padded
+  const Tensor mask = tensor_from(mv, {2, 1, 1, 32}).to(DType::Float32);
   EXPECT_TRUE(matches(scaled_masked_softmax(on_gpu(s), 0.125, on_gpu(mask)), scaled_masked_softmax(s, 0.125, mask),
                       DType::Float32, "scaled_masked_softmax"));
 }
