@@ -27,8 +27,10 @@ using testing::values;
 
 constexpr int64_t k2e31 = int64_t{1} << 31;
 
+// After giving the caching allocator's idle segments (earlier tests') back.
 bool has_free_device_memory(double gib) {
 #ifdef KILN_WITH_CUDA
+  cuda::empty_cache(0);
   size_t free = 0, total = 0;
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) return false;
   return static_cast<double>(free) >= gib * (1 << 30);
@@ -38,9 +40,9 @@ bool has_free_device_memory(double gib) {
 #endif
 }
 
-#define KILN_REQUIRE_FREE_GIB(gib)                                                            \
-  do {                                                                                        \
-    if (!has_free_device_memory(gib)) GTEST_SKIP() << "needs " << (gib) << " GiB of free device memory"; \
+#define KILN_REQUIRE_FREE_GIB(gib)                                                                \
+  do {                                                                                            \
+    if (!has_free_device_memory(gib)) GTEST_SKIP() << "needs " << (gib) << " GiB of free memory"; \
   } while (0)
 
 // Elements [start, start + len) of a contiguous tensor, read on the CPU.
