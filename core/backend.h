@@ -43,6 +43,15 @@ struct PhiloxState {
   uint64_t offset = 0;  // call counter: each kernel call uses its own
 };
 
+// How an index range check names what it checks, for its error message
+// "<op>: <entry> <v> at position <i> is out of range for <limit> <unit>":
+// {"embedding", "id", "embeddings"}. Pointers to string literals.
+struct IndexCheck {
+  const char* op;
+  const char* entry;
+  const char* unit;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -100,6 +109,18 @@ class Backend {
   virtual void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) = 0;
   // out.index_add_(dim, index, src), deterministic (fixed summation order).
   virtual void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) = 0;
+  // Index range check (Note [Lazy index checks], cuda/index.cu): every entry
+  // of `index` (1-D int64, contiguous) other than `ignore` must lie in
+  // [0, limit). `counted`, when defined (0-dim int64 on this device), is set
+  // to the number of entries other than `ignore`. The default (the CPU's,
+  // core/cpu/cpu_backend.cpp) reads the index on the host and throws at once,
+  // naming the first offender. CUDA queues the check and reports what it found
+  // at the next read of a CUDA tensor by the host (or raise_deferred_errors).
+  virtual void check_index(const Tensor& index, int64_t limit, std::optional<int64_t> ignore, const IndexCheck& what,
+                           const Tensor& counted);
+  // Throws the error a queued check has found since the last report, after
+  // the work queued so far on the current stream; the default has none.
+  virtual void raise_deferred_errors() {}
 
   // Random fills from Philox (Note [Random numbers]); out contiguous.
   virtual void uniform(const Tensor& out, double lo, double hi, PhiloxState st) = 0;

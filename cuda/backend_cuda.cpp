@@ -15,6 +15,20 @@
 #include "cuda/kernels.cuh"
 
 namespace kiln::cuda {
+namespace kernels {
+// cuda/index.cu, Note [Lazy index checks]. check_index: false when it cannot
+// take another set of names (the caller checks on the host instead).
+bool check_index(const Tensor& index, int64_t limit, std::optional<int64_t> ignore, const IndexCheck& what,
+                 const Tensor& counted);
+// Queues a copy of `device`'s error record on the current stream; undefined
+// when no check was ever queued there.
+Tensor index_errors_probe(int device);
+// Once that stream has drained: throws the error the copy holds, if any.
+void index_errors_raise(int device, const Tensor& snapshot);
+// Both, with a wait for the current stream between them.
+void raise_index_errors(int device);
+}  // namespace kernels
+
 namespace {
 
 constexpr int kMaxDevices = 64;
@@ -30,7 +44,22 @@ class CudaBackend final : public Backend {
     kernels::copy(d, s);
   }
   void copy_from_cpu(const Tensor& d, const Tensor& cpu_s) override { host_copy(d, cpu_s); }
-  void copy_to_cpu(const Tensor& cpu_d, const Tensor& s) override { host_copy(cpu_d, s); }
+  // The device's index-check record rides along with every read by the host
+  // (Note [Lazy index checks], cuda/index.cu): queued just ahead of the data,
+  // looked at once the copy has waited for the stream.
+  void copy_to_cpu(const Tensor& cpu_d, const Tensor& s) override {
+    check_host_copy(cpu_d, s);
+    detail::DeviceGuard g(device_);
+    const Tensor probe = cpu_d.numel() > 0 ? kernels::index_errors_probe(device_) : Tensor();
+    try {
+      cuda::copy(cpu_d, s, /*non_blocking=*/false);
+    } catch (...) {
+      // the record's copy lands before its pinned buffer goes back
+      if (probe.defined()) (void)cudaStreamSynchronize(detail::current_cuda_stream(device_));
+      throw;
+    }
+    kernels::index_errors_raise(device_, probe);
+  }
   void fill(const Tensor& d, double v) override {
     detail::DeviceGuard g(device_);
     kernels::fill(d, v);
@@ -100,6 +129,16 @@ class CudaBackend final : public Backend {
     detail::DeviceGuard g(device_);
     kernels::index_add(o, dim, idx, s);
   }
+  void check_index(const Tensor& idx, int64_t limit, std::optional<int64_t> ignore, const IndexCheck& what,
+                   const Tensor& counted) override {
+    detail::DeviceGuard g(device_);
+    if (!kernels::check_index(idx, limit, ignore, what, counted))
+      Backend::check_index(idx, limit, ignore, what, counted);  // on the host
+  }
+  void raise_deferred_errors() override {
+    detail::DeviceGuard g(device_);
+    kernels::raise_index_errors(device_);
+  }
   void uniform(const Tensor& o, double lo, double hi, PhiloxState st) override {
     detail::DeviceGuard g(device_);
     kernels::uniform(o, lo, hi, st);
@@ -147,11 +186,14 @@ class CudaBackend final : public Backend {
  private:
   // Same-shape, same-dtype, contiguous copy between this device and the CPU
   // (the contract of copy_from_cpu / copy_to_cpu); synchronous for the caller.
-  void host_copy(const Tensor& dst, const Tensor& src) {
+  static void check_host_copy(const Tensor& dst, const Tensor& src) {
     KILN_CHECK(dst.is_contiguous() && src.is_contiguous() && dst.dtype() == src.dtype() &&
                    dst.sizes() == src.sizes(),
                "internal: CUDA host copy needs contiguous tensors of one shape and dtype, got ", dst.str(), " and ",
                src.str());
+  }
+  void host_copy(const Tensor& dst, const Tensor& src) {
+    check_host_copy(dst, src);
     cuda::copy(dst, src, /*non_blocking=*/false);
   }
 

@@ -209,6 +209,10 @@ __global__ void cross_entropy_kernel(T* loss, T* lse_out, const T* logits, const
     loss[n] = from_acc<T>(A(0));
     return;
   }
+  if (t < 0 || t >= C) {  // reported by the queued index check (Note [Lazy index checks])
+    loss[n] = from_acc<T>(std::numeric_limits<A>::quiet_NaN());
+    return;
+  }
   const A eps = static_cast<A>(smoothing);
   const A nll = lse - to_acc(x[t]);
   const A smooth = lse - sum_x / static_cast<A>(C);

@@ -183,13 +183,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t>
   check_same_device(weight, ids, "embedding");
   const int64_t V = weight.size(0), C = weight.size(1);
   Tensor flat = raw_contiguous(raw_cast(reshape(ids.detach(), {-1}), DType::Int64));
-  if (flat.numel() > 0) {
-    const Tensor host = flat.device().is_cpu() ? flat : to_device(flat, kCPU);
-    const int64_t* p = host.data_ptr<int64_t>();
-    for (int64_t i = 0; i < host.numel(); ++i)
-      KILN_CHECK(p[i] >= 0 && p[i] < V, "embedding: id ", p[i], " at position ", i, " is out of range for ", V,
-                 " embeddings");
-  }
+  // On the CPU at once; on CUDA reported at the next host read (Note [Lazy index checks]).
+  if (flat.numel() > 0)
+    backend(flat.device()).check_index(flat, V, std::nullopt, {"embedding", "id", "embeddings"}, Tensor());
   if (padding_idx) KILN_CHECK(*padding_idx >= 0 && *padding_idx < V, "embedding: padding_idx ", *padding_idx,
                               " out of range for ", V, " embeddings");
   Tensor rows = empty_tensor({flat.numel(), C}, weight.dtype(), weight.device());
@@ -244,17 +240,13 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
   check_same_device(logits, target, "cross_entropy");
   const int64_t C = logits.size(-1), N = target.numel();
   Tensor t = raw_contiguous(raw_cast(reshape(target.detach(), {-1}), DType::Int64));
-  int64_t counted = 0;
-  {
-    const Tensor host = t.device().is_cpu() ? t : to_device(t, kCPU);
-    const int64_t* p = host.data_ptr<int64_t>();
-    for (int64_t i = 0; i < N; ++i) {
-      if (p[i] == ignore_index) continue;
-      KILN_CHECK(p[i] >= 0 && p[i] < C, "cross_entropy: target ", p[i], " at position ", i, " is out of range for ",
-                 C, " classes");
-      ++counted;
-    }
-  }
+  // The targets other than ignore_index, counted where they live: the CPU
+  // checks them at once, CUDA at the next host read (Note [Lazy index checks]).
+  Tensor counted;  // for the mean
+  if (reduction == "mean")
+    counted = N > 0 ? empty_tensor({}, DType::Int64, t.device()) : raw_zeros({}, DType::Int64, t.device());
+  if (N > 0)
+    backend(t.device()).check_index(t, C, ignore_index, {"cross_entropy", "target", "classes"}, counted);
   Tensor x = raw_contiguous(raw_view(logits, {N, C}));
   Tensor loss = empty_tensor({N}, logits.dtype(), logits.device());
   Tensor lse = empty_tensor({N}, logits.dtype(), logits.device());
@@ -274,7 +266,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
   if (reduction == "none") return reshape(loss, lead);
   Tensor total = sum(loss);
   if (reduction == "sum") return total;
-  return div(total, static_cast<double>(counted));  // NaN when every target is ignored, as PyTorch
+  // NaN when every target is ignored, as PyTorch. The same quotient either way
+  // (the count rounded to total's dtype once); a device count is never read back.
+  if (counted.device().is_cpu()) return div(total, static_cast<double>(counted.item<int64_t>()));
+  return div(total, raw_cast(counted, total.dtype()));
 }
 
 using S = std::vector<OpSample>;

@@ -290,7 +290,8 @@ TEST(CudaKernels, IndexSelectAndDeterministicIndexAdd) {
       cpu_backend().index_select(want, in, dim, idx);
       backend(kGpu).index_select(got, on_gpu(in), dim, on_gpu(idx));
       EXPECT_TRUE(bitwise_equal(got.cpu(), want));
-      // index_add: the CPU's summation order, so bit-identical, and the same every run
+      // index_add: groups of about 68, at most a chunk (Note [Deterministic index_add]), keep the CPU's
+      // summation order: bit-identical, and the same every run
       const Tensor src = random_cpu(out_shape, dt, ++seed, -8, 8);
       Tensor acc_c = in.clone(), acc_g1 = on_gpu(in), acc_g2 = on_gpu(in);
       cpu_backend().index_add(acc_c, dim, idx, src);

@@ -199,6 +199,63 @@ TEST(NnOps, EmbeddingPaddingRowGetsNoGradient) {
   EXPECT_EQ(values(w.grad().select(0, 3)), F64(C, 0.0));  // unused row
 }
 
+// The message of the kiln::Error fn throws ("" when it throws none).
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// On the CPU the index checks are eager and name the first offender
+// (Note [Lazy index checks] covers CUDA: tests/test_cuda_index.cpp).
+TEST(NnOps, OutOfRangeIdsAndTargetsFailAtOnceOnTheCpu) {
+  const Tensor w = rnd({5, 3}, 15, DType::Float32);
+  EXPECT_EQ(error_of([&] { embedding(w, tensor_from({1, 7, 2, 9})); }),
+            "embedding: id 7 at position 1 is out of range for 5 embeddings");
+  EXPECT_EQ(error_of([&] { embedding(w, tensor_from({0, 4, -1}, {1, 3})); }),
+            "embedding: id -1 at position 2 is out of range for 5 embeddings");
+  EXPECT_EQ(error_of([&] { embedding(w, tensor_from({4, 5}).to(DType::Int32)); }),
+            "embedding: id 5 at position 1 is out of range for 5 embeddings");
+  EXPECT_EQ(error_of([&] { embedding(w, tensor_from({4, 0, 3})); }), "");
+  const Tensor logits = rnd({4, 5}, 16, DType::Float32);
+  EXPECT_EQ(error_of([&] { cross_entropy(logits, tensor_from({0, -100, 5, 1}), -100); }),
+            "cross_entropy: target 5 at position 2 is out of range for 5 classes");
+  EXPECT_EQ(error_of([&] { cross_entropy(logits, tensor_from({0, -7, 4, 1}), -100, 0.0, "none"); }),
+            "cross_entropy: target -7 at position 1 is out of range for 5 classes");
+  // an ignored target may be any value, even one outside [0, C)
+  EXPECT_EQ(error_of([&] { cross_entropy(logits, tensor_from({-3, 2, -3, 4}), -3); }), "");
+}
+
+TEST(NnOps, CrossEntropyMeanCountsTheTargetsNotIgnored) {
+  const Tensor logits = rnd({5, 4}, 17, DType::Float32);
+  const Tensor target = tensor_from({3, -100, 0, -100, 2});
+  const double total = values(cross_entropy(logits, target, -100, 0.0, "sum"))[0];
+  EXPECT_EQ(values(cross_entropy(logits, target, -100))[0], static_cast<double>(static_cast<float>(total) / 3.0f));
+  EXPECT_TRUE(std::isnan(values(cross_entropy(logits, tensor_from({-100, -100, -100, -100, -100}), -100))[0]));
+  EXPECT_TRUE(std::isnan(values(cross_entropy(zeros({0, 4}), tensor_from(std::vector<int64_t>{}, {0})))[0]));
+}
+
+// Backend::check_index, the CPU's (and the fallback of every device): eager,
+// names from IndexCheck, the kept entries counted.
+TEST(NnOps, CpuCheckIndexNamesTheFirstOffenderAndCounts) {
+  Backend& be = cpu_backend();
+  const IndexCheck what{"gather", "row", "rows"};
+  Tensor counted = zeros({}, DType::Int64);
+  be.check_index(tensor_from({2, -1, 0, -1, 2, 1}), 3, int64_t{-1}, what, counted);
+  EXPECT_EQ(counted.item<int64_t>(), 4);
+  be.check_index(tensor_from({2, 0}), 3, std::nullopt, what, counted);
+  EXPECT_EQ(counted.item<int64_t>(), 2);
+  be.check_index(tensor_from({2, 0}), 3, std::nullopt, what, Tensor());  // no count asked for
+  EXPECT_EQ(error_of([&] { be.check_index(tensor_from({2, 3, 4}), 3, std::nullopt, what, counted); }),
+            "gather: row 3 at position 1 is out of range for 3 rows");
+  EXPECT_EQ(error_of([&] { be.check_index(tensor_from({-1, -2}), 3, int64_t{-1}, what, Tensor()); }),
+            "gather: row -2 at position 1 is out of range for 3 rows");
+  be.raise_deferred_errors();  // the CPU defers nothing
+}
+
 TEST(NnOps, Dropout) {
   Generator g(99);
   Tensor x = rand({100000}, {}, &g) + 0.5;  // no zeros in x

@@ -96,6 +96,21 @@ void Backend::masked_scale_add(const Tensor& out, const Tensor& x, const Tensor&
   if (residual.defined()) binary(BinaryOp::Add, out, out, residual);
 }
 
+void Backend::check_index(const Tensor& index, int64_t limit, std::optional<int64_t> ignore, const IndexCheck& what,
+                          const Tensor& counted) {
+  const Tensor host = index.device().is_cpu() ? index : empty_tensor(index.sizes(), index.dtype(), kCPU);
+  if (!index.device().is_cpu() && index.numel() > 0) copy_to_cpu(host, index);
+  const int64_t* p = host.data_ptr<int64_t>();
+  int64_t kept = 0;
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    if (ignore && p[i] == *ignore) continue;
+    KILN_CHECK(p[i] >= 0 && p[i] < limit, what.op, ": ", what.entry, " ", p[i], " at position ", i,
+               " is out of range for ", limit, " ", what.unit);
+    ++kept;
+  }
+  if (counted.defined()) fill(counted, static_cast<double>(kept));
+}
+
 void Backend::scaled_masked_softmax(const Tensor&, const Tensor&, const Tensor&, double) {
   fail("scaled_masked_softmax: this device has no fused masked-softmax kernel");
 }
