@@ -15,20 +15,6 @@
 #include "cuda/kernels.cuh"
 
 namespace kiln::cuda {
-namespace kernels {
-// cuda/index.cu, Note [Lazy index checks]. check_index: false when it cannot
-// take another set of names (the caller checks on the host instead).
-bool check_index(const Tensor& index, int64_t limit, std::optional<int64_t> ignore, const IndexCheck& what,
-                 const Tensor& counted);
-// Queues a copy of `device`'s error record on the current stream; undefined
-// when no check was ever queued there.
-Tensor index_errors_probe(int device);
-// Once that stream has drained: throws the error the copy holds, if any.
-void index_errors_raise(int device, const Tensor& snapshot);
-// Both, with a wait for the current stream between them.
-void raise_index_errors(int device);
-}  // namespace kernels
-
 namespace {
 
 constexpr int kMaxDevices = 64;

@@ -10,6 +10,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <optional>
+
 #include "core/backend.h"
 #include "cuda/cuda_check.h"
 
@@ -74,6 +76,17 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
 // index.cu
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// Note [Lazy index checks]. check_index: false when it cannot
+// take another set of names (the caller checks on the host instead).
+bool check_index(const Tensor& index, int64_t limit, std::optional<int64_t> ignore, const IndexCheck& what,
+                 const Tensor& counted);
+// Queues a copy of `device`'s error record on the current stream; undefined
+// when no check was ever queued there.
+Tensor index_errors_probe(int device);
+// Once that stream has drained: throws the error the copy holds, if any.
+void index_errors_raise(int device, const Tensor& snapshot);
+// Both, with a wait for the current stream between them.
+void raise_index_errors(int device);
 // random.cu
 void uniform(const Tensor& out, double lo, double hi, PhiloxState st);
 void normal(const Tensor& out, double mean, double std, PhiloxState st);

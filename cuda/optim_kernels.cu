@@ -458,6 +458,9 @@ bool multi_tensor_all_finite(const std::vector<Tensor>& tensors) {
   int found = 0;
   KILN_CUDA_CHECK(cudaMemcpyAsync(&found, flag.raw_data(), sizeof found, cudaMemcpyDeviceToHost, plan.stream));
   KILN_CUDA_CHECK(cudaStreamSynchronize(plan.stream));
+  // The grad scaler's check synchronises anyway: report a bad embedding id or
+  // target of this step here too (Note [Lazy index checks], cuda/index.cu).
+  kernels::raise_index_errors(first.device().index);
   return found == 0;
 }
 

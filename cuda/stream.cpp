@@ -59,8 +59,10 @@ std::string device_name(int device) {
 }
 
 void synchronize(int device) {
-  detail::DeviceGuard guard(resolve(device));
+  const int d = resolve(device);
+  detail::DeviceGuard guard(d);
   KILN_CUDA_CHECK(cudaDeviceSynchronize());
+  kernels::raise_index_errors(d);  // the device's deferred index checks (Note [Lazy index checks])
 }
 
 namespace detail {
