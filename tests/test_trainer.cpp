@@ -293,5 +293,65 @@ TEST(Trainer, FinetuneRejectsBadData) {
   EXPECT_KILN_ERROR(train::ClassificationTask(a, log), "nomodel");
 }
 
+// ---- batches without masked tokens ------------------------------------------
+
+// Note [No masked tokens]: zero loss and exactly zero gradients, not NaN.
+TEST(Mlm, BatchWithoutMaskedTokensHasZeroLossAndGradient) {
+  BertConfig c = BertConfig::preset("bert-tiny");
+  c.vocab_size = 30;
+  c.max_position_embeddings = 16;
+  manual_seed(5);
+  nn::BertForMaskedLM model(c);
+  Generator gen(9);
+  data::PretrainingBatch batch;
+  batch.input_ids = randint(5, 30, {2, 8}, TensorOptions(DType::Int64), &gen);
+  batch.attention_mask = ones({2, 8}, TensorOptions(DType::Int64));
+  batch.token_type_ids = zeros({2, 8}, TensorOptions(DType::Int64));
+  batch.labels = full({2, 8}, -100.0, TensorOptions(DType::Int64));
+  const train::MicroBatch mb = train::mlm_forward(model, batch);
+  EXPECT_EQ(mb.predicted, 0);
+  EXPECT_EQ(mb.tokens, 16);
+  EXPECT_EQ(mb.loss.item<double>(), 0.0);
+  mb.loss.backward();
+  size_t with_grad = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (!p.grad().defined()) continue;
+    ++with_grad;
+    for (double g : p.grad().to_vector<double>()) ASSERT_EQ(g, 0.0) << name;
+  }
+  EXPECT_GT(with_grad, 0u);
+}
+
+// Text of words outside the vocabulary is all [UNK], which is never masked:
+// every batch has no prediction target. Training used to stop at step 1 with
+// "training diverged: the loss is nan".
+TEST(Mlm, TrainingOnBatchesWithoutMaskedTokensDoesNotDiverge) {
+  const fs::path dir = fresh_dir("nomask");
+  fs::create_directories(dir);
+  std::ofstream(dir / "vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nfilm\n";
+  {
+    std::ofstream text(dir / "unknown.txt");
+    for (int d = 0; d < 12; ++d) text << "zork quux blorp\nfrob nitz\n\n";
+  }
+  TrainingArguments a;
+  a.output_dir = (dir / "out").string();
+  a.train_file = (dir / "unknown.txt").string();
+  a.vocab = (dir / "vocab.txt").string();
+  a.config = "bert-tiny";
+  a.max_seq_length = 16;
+  a.batch_size = 2;
+  a.max_steps = 3;
+  a.save_steps = 0;
+  a.logging_steps = 1;
+  a.workers = 0;
+  a.validation_split_percentage = 0;
+  std::ostringstream log;
+  train::MlmTask task(a, log);
+  const train::TrainResult r = train::train(a, task, log);
+  EXPECT_TRUE(r.finished) << log.str();
+  EXPECT_EQ(r.last_loss, 0.0);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kiln
