@@ -142,7 +142,12 @@ done
 # the same weights and the same logged losses after --resume.
 long=("${small[@]}" --max-steps 40 --save-steps 0 --logging-steps 1 --eval-steps 20)
 "$kiln" pretrain "${long[@]}" --output-dir ref >log.txt 2>&1 || { cat log.txt; fail "reference run"; }
-losses() { grep -o '"loss":[^,}]*' "$1/metrics.jsonl"; }
+# "STEP LOSS" lines, the last value of each step (a run resumed from an
+# earlier checkpoint logs the steps after it again, as read_metrics_jsonl reads it).
+losses() {
+  sed -nE 's/^\{"step":([0-9]+),.*"loss":([^,}]*).*/\1 \2/p' "$1/metrics.jsonl" |
+    awk '{v[$1] = $2} END {for (s in v) print s, v[s]}' | sort -n
+}
 
 # check_resume_matches NAME: --resume NAME to the end, then compare with ref.
 check_resume_matches() {
