@@ -247,7 +247,7 @@ std::optional<FoundCheckpoint> load_newest_valid_checkpoint(const std::string& o
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       return FoundCheckpoint{*it, load_checkpoint(*it)};
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       if (skipped) skipped->push_back(fs::path(*it).filename().string() + ": " + e.what());
     }
   }

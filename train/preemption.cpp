@@ -33,6 +33,16 @@ extern "C" void on_stop_signal(int sig) {
 
 StopSignals::StopSignals() {
   KILN_CHECK(!g_installed, "StopSignals: already installed (train() does not nest)");
+  if (const char* hook = std::getenv("KILN_TEST_SIGNAL_AT"); hook && *hook) {
+    const std::string s = hook;
+    const size_t colon = s.find(':');
+    try {
+      test_step_ = std::stoll(s.substr(0, colon));
+      if (colon != std::string::npos) test_rank_ = std::stoi(s.substr(colon + 1));
+    } catch (const std::exception&) {
+      fail("KILN_TEST_SIGNAL_AT must be STEP or STEP:RANK, got '", s, "'");
+    }
+  }
   g_received.store(0);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -44,16 +54,6 @@ StopSignals::StopSignals() {
     if (previous->sa_handler != SIG_IGN) ::sigaction(sig, &sa, nullptr);
   }
   g_installed = true;
-  if (const char* hook = std::getenv("KILN_TEST_SIGNAL_AT"); hook && *hook) {
-    const std::string s = hook;
-    const size_t colon = s.find(':');
-    try {
-      test_step_ = std::stoll(s.substr(0, colon));
-      if (colon != std::string::npos) test_rank_ = std::stoi(s.substr(colon + 1));
-    } catch (const std::exception&) {
-      fail("KILN_TEST_SIGNAL_AT must be STEP or STEP:RANK, got '", s, "'");
-    }
-  }
 }
 
 StopSignals::~StopSignals() {

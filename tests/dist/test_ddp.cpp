@@ -463,7 +463,8 @@ class UnevenTask final : public train::TrainTask {
 };
 
 train::TrainingArguments uneven_args(const std::string& name) {
-  const std::string dir = std::string(KILN_BINARY_DIR) + "/ddp_trainer_" + name;
+  const std::string dir =
+      std::string(KILN_BINARY_DIR) + "/ddp_trainer_" + name + "_np" + std::to_string(pg().size());
   if (pg().rank() == 0) std::filesystem::remove_all(dir);
   pg().barrier();
   train::TrainingArguments a;
