@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "data/corpus_format.h"
+#include "data/integrity.h"
 #include "data/tokenizer/bert_tokenizer.h"
 
 namespace kiln::data {
@@ -161,6 +162,19 @@ uint64_t parse_hex64(const std::string& s, const std::string& file) {
   return std::stoull(s, nullptr, 16);
 }
 
+// The one place the corpus reads JSON (index.json).
+nlohmann::json read_index_json(const std::string& index_path) {
+  nlohmann::json index;
+  std::ifstream in(index_path, std::ios::binary);
+  KILN_CHECK(in.good(), "TokenCorpus: cannot open '", index_path, "'");
+  try {
+    in >> index;
+  } catch (const nlohmann::json::exception& e) {
+    fail("TokenCorpus: '", index_path, "' is not valid JSON: ", e.what());
+  }
+  return index;
+}
+
 // Maps and checks one shard against its index entry.
 Shard open_shard(const std::string& path, uint64_t vocab_size, const nlohmann::json& entry,
                  const std::string& index_path, bool verify_data) {
@@ -188,6 +202,10 @@ Shard open_shard(const std::string& path, uint64_t vocab_size, const nlohmann::j
   KILN_CHECK(h.vocab_size == vocab_size, "TokenCorpus: shard '", path, "' has vocab size ", h.vocab_size,
              ", the index says ", vocab_size);
 
+  // Note [Corpus integrity]: the whole file's size and CRC-32C, as the index recorded them.
+  if (entry.contains("bytes"))
+    KILN_CHECK(json_get<uint64_t>(entry, "bytes", index_path) == size, "TokenCorpus: shard '", path, "' is damaged: ",
+               size, " bytes, '", index_path, "' says ", json_get<uint64_t>(entry, "bytes", index_path));
   const auto want = [&](const char* key) { return json_get<uint64_t>(entry, key, index_path); };
   KILN_CHECK(want("num_tokens") == h.num_tokens && want("num_sentences") == h.num_sentences &&
                  want("num_documents") == h.num_documents,
@@ -210,6 +228,14 @@ Shard open_shard(const std::string& path, uint64_t vocab_size, const nlohmann::j
     hash.update(f.data() + cf::kHeaderBytes, size - cf::kHeaderBytes);
     KILN_CHECK(hash.value() == h.checksum, "TokenCorpus: shard '", path, "' is corrupt: checksum ",
                cf::hex64(hash.value()), ", header says ", cf::hex64(h.checksum));
+    if (entry.contains("crc32c")) {
+      const std::string want_crc = json_get<std::string>(entry, "crc32c", index_path);
+      KILN_CHECK(parse_crc32c_hex(want_crc).has_value(), "TokenCorpus: '", index_path, "': crc32c \"", want_crc,
+                 "\" is not 8 hex digits");
+      const std::string got = crc32c_hex(crc32c({f.data(), f.size()}));
+      KILN_CHECK(got == want_crc, "TokenCorpus: shard '", path, "' is damaged: its CRC-32C is ", got, ", '", index_path,
+                 "' says ", want_crc);
+    }
     for (uint64_t i = 0; i < h.num_tokens; ++i)
       KILN_CHECK(sh.tokens[i] >= 0 && static_cast<uint64_t>(sh.tokens[i]) < vocab_size, "TokenCorpus: shard '", path,
                  "' is corrupt: token ", i, " has id ", sh.tokens[i], " outside [0, ", vocab_size, ")");
@@ -249,16 +275,7 @@ std::shared_ptr<TokenCorpus> TokenCorpus::open(const std::string& dir, const Tok
   KILN_CHECK(fs::is_directory(dir, ec), "TokenCorpus: corpus folder '", dir, "' does not exist");
   KILN_CHECK(fs::exists(index_path, ec), "TokenCorpus: '", index_path,
              "' is missing (not a prepared corpus, or its preparation did not finish)");
-  nlohmann::json index;
-  {
-    std::ifstream in(index_path, std::ios::binary);
-    KILN_CHECK(in.good(), "TokenCorpus: cannot open '", index_path, "'");
-    try {
-      in >> index;
-    } catch (const nlohmann::json::exception& e) {
-      fail("TokenCorpus: '", index_path, "' is not valid JSON: ", e.what());
-    }
-  }
+  const nlohmann::json index = read_index_json(index_path);
   KILN_CHECK(index.is_object() && index.contains("format") && index["format"].is_string() &&
                  index["format"].get<std::string>() == cf::kIndexFormat,
              "TokenCorpus: '", index_path, "' is not a kiln token corpus index (\"format\" is not \"", cf::kIndexFormat,
@@ -279,6 +296,10 @@ std::shared_ptr<TokenCorpus> TokenCorpus::open(const std::string& dir, const Tok
     impl->special = {json_get<int32_t>(sp, "pad", index_path), json_get<int32_t>(sp, "unk", index_path),
                      json_get<int32_t>(sp, "cls", index_path), json_get<int32_t>(sp, "sep", index_path),
                      json_get<int32_t>(sp, "mask", index_path)};
+    for (const int32_t id : {impl->special.pad, impl->special.unk, impl->special.cls, impl->special.sep,
+                             impl->special.mask})
+      KILN_CHECK(id >= -1 && id < static_cast<int64_t>(impl->vocab_size), "TokenCorpus: '", index_path,
+                 "': special token id ", id, " is outside the vocab [0, ", impl->vocab_size, ")");
   }
   const auto shards = json_get<nlohmann::json>(index, "shards", index_path);
   KILN_CHECK(shards.is_array(), "TokenCorpus: '", index_path, "': \"shards\" is not an array");
@@ -344,6 +365,17 @@ void TokenCorpus::check_tokenizer(const BertTokenizer& tokenizer) const {
   KILN_CHECK(tokenizer.lowercase() == impl_->lowercase, "TokenCorpus: the corpus in '", impl_->dir,
              "' was prepared with lowercase=", impl_->lowercase,
              ", the tokenizer has lowercase=", tokenizer.lowercase());
+  const SpecialTokenIds& sp = impl_->special;
+  const auto same = [&](const char* name, int32_t recorded, int32_t now) {
+    KILN_CHECK(recorded == now, "TokenCorpus: '", (fs::path(impl_->dir) / cf::kIndexFile).string(),
+               "' records special token id ", recorded, " for ", name, ", the tokenizer's is ", now,
+               " (a damaged index, or a corpus prepared with another vocabulary)");
+  };
+  same("[PAD]", sp.pad, tokenizer.pad_id());
+  same("[UNK]", sp.unk, tokenizer.unk_id());
+  same("[CLS]", sp.cls, tokenizer.cls_id());
+  same("[SEP]", sp.sep, tokenizer.sep_id());
+  same("[MASK]", sp.mask, tokenizer.mask_id());
 }
 
 uint64_t vocab_fingerprint(const BertTokenizer& tokenizer) {

@@ -56,7 +56,7 @@
 //    "vocab_size", "vocab_fingerprint" (FNV-1a 64 hex of the vocab lines),
 //    "lowercase", "special_ids": {"pad", "unk", "cls", "sep", "mask"},
 //    "num_tokens", "num_sentences", "num_documents",
-//    "shards": [{"file", "num_tokens", "num_sentences", "num_documents",
+//    "shards": [{"file", "bytes", "crc32c", "num_tokens", "num_sentences", "num_documents",
 //                "first_token", "first_sentence", "first_document", "checksum"}],
 //    "sources": [{"path", "lines", "blank_lines", "dropped_lines",
 //                 "first_document", "num_documents"}],
@@ -66,6 +66,15 @@
 // in the global numbering. prepare_corpus removes any old index.json first,
 // writes each shard to "<name>.tmp" and renames it, and writes the index last
 // the same way: a folder with an index.json holds a complete corpus.
+//
+// Note [Corpus integrity]: each shard entry records the file's size ("bytes")
+// and the CRC-32C of all its bytes, header included ("crc32c", 8 hex digits;
+// data/integrity.h), besides the header's own FNV-1a of the data. Opening
+// checks the size always and the CRC-32C with verify_data, naming the shard
+// that is damaged (indexes written before these fields existed are read
+// without them). The index records the special-token ids too; opening checks
+// them against the vocabulary size and check_tokenizer() against the
+// tokenizer's own ids, next to the vocabulary fingerprint and lowercase.
 #pragma once
 
 #include <cstddef>
@@ -142,8 +151,9 @@ class InMemoryCorpus : public Corpus {
 };
 
 struct TokenCorpusOptions {
-  // Recompute each shard's checksum and check every token id < vocab size
-  // (one sequential pass over the data). Structure and sizes are always checked.
+  // Recompute each shard's checksums (FNV-1a, CRC-32C) and check every token
+  // id < vocab size (sequential passes over the data). Structure and sizes
+  // are always checked.
   bool verify_data = true;
 };
 
@@ -168,8 +178,8 @@ class TokenCorpus final : public Corpus {
   const std::string& directory() const;
   size_t num_shards() const;
   bool lowercase() const;
-  // kiln::Error unless `tokenizer` has the vocabulary (same lines) and the
-  // lowercase setting the corpus was prepared with.
+  // kiln::Error unless `tokenizer` has the vocabulary (same lines), the
+  // lowercase setting and the special-token ids the corpus was prepared with.
   void check_tokenizer(const BertTokenizer& tokenizer) const;
 
  private:

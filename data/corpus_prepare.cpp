@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "data/corpus.h"
 #include "data/corpus_format.h"
+#include "data/integrity.h"
 #include "data/tokenizer/bert_tokenizer.h"
 
 namespace kiln::data {
@@ -164,7 +165,11 @@ PrepareStats prepare_corpus(const std::vector<std::string>& inputs, const BertTo
 
   const auto close_shard = [&] {
     const cf::ShardHeader h = shard->finish();
-    shard_entries.push_back({{"file", cf::shard_file_name(stats.shards)},
+    const std::string file = cf::shard_file_name(stats.shards);
+    const FileDigest digest = file_digest((dir / file).string());  // Note [Corpus integrity]
+    shard_entries.push_back({{"file", file},
+                             {"bytes", digest.bytes},
+                             {"crc32c", crc32c_hex(digest.crc32c)},
                              {"num_tokens", h.num_tokens},
                              {"num_sentences", h.num_sentences},
                              {"num_documents", h.num_documents},

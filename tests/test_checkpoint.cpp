@@ -1,15 +1,20 @@
 // Atomic training checkpoints (train/checkpoint.h): round trip, ordering and
-// pruning, and SIGKILL during a save never leaves the previous checkpoint
-// unloadable (Note [Atomic checkpoints]).
+// pruning, SIGKILL during a save (at random moments, and at each point of
+// re-saving a step) never leaves the step without a loadable checkpoint
+// (Note [Atomic checkpoints]), and the manifest names damaged files (Note
+// [Checkpoint manifest]).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "kiln.h"
+#include "test_util.h"
 #include "train/checkpoint.h"
 
 namespace kiln {
@@ -22,13 +27,30 @@ std::string fresh_dir(const std::string& name) {
   return d;
 }
 
-train::CheckpointData make_data(int64_t step, int64_t elements) {
+train::CheckpointData make_data(int64_t step, int64_t elements, double value) {
   train::CheckpointData d;
   d.config = BertConfig::preset("bert-tiny");
-  d.model = {{"a.weight", full({elements}, static_cast<double>(step))}, {"b.bias", full({3}, -1.0 * step)}};
+  d.model = {{"a.weight", full({elements}, value)}, {"b.bias", full({3}, -1.0 * step)}};
   d.optimizer = {{"state.a.weight.exp_avg", full({elements}, 0.5 * step)}, {"step", scalar_tensor(step, DType::Int64)}};
   d.trainer_state = {{"step", step}, {"epoch", 1}, {"loader", {{"batches", 7}}}};
+  d.extra_files = {{"vocab.txt", "[PAD]\n[UNK]\n"}};
   return d;
+}
+
+train::CheckpointData make_data(int64_t step, int64_t elements) {
+  return make_data(step, elements, static_cast<double>(step));
+}
+
+// Flips one byte of a file at `offset` (from the end when negative).
+void flip_byte(const std::string& path, int64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(offset, offset < 0 ? std::ios::end : std::ios::beg);
+  const auto at = f.tellg();
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x20);
+  f.seekp(at);
+  f.write(&c, 1);
 }
 
 TEST(Checkpoint, RoundTripIsExact) {
@@ -113,6 +135,77 @@ TEST(Checkpoint, SigkillDuringSaveKeepsThePreviousCheckpoint) {
   train::save_checkpoint(dir, 399, make_data(399, kElements));
   for (const auto& e : fs::directory_iterator(dir))
     EXPECT_NE(e.path().filename().string().rfind(".checkpoint-", 0), 0u) << e.path();
+}
+
+// Re-saving a step (a run resumed from an earlier checkpoint saves it again):
+// SIGKILL at each point of the swap leaves checkpoint-5 loadable, the old copy
+// up to the second rename and the new one after it; recover_checkpoints()
+// puts an aside copy back and clears what the interrupted save left.
+TEST(Checkpoint, ResavingAStepSurvivesSigkillAtEveryPoint) {
+  struct Case {
+    const char* point;
+    double want;  // a.weight of the checkpoint-5 that loads afterwards
+    bool restored;
+  };
+  for (const Case& c : {Case{"checkpoint-before-rename", 5.0, false}, Case{"checkpoint-after-aside", 5.0, true},
+                        Case{"checkpoint-after-swap", 50.0, false}}) {
+    SCOPED_TRACE(c.point);
+    const std::string dir = fresh_dir(std::string("resave_") + c.point);
+    train::save_checkpoint(dir, 5, make_data(5, 16));
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {  // child: save step 5 again, with other weights, and die at the point
+      ::setenv("KILN_TEST_CRASH_AT", c.point, 1);
+      train::save_checkpoint(dir, 5, make_data(5, 16, 50.0));
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the save did not reach " << c.point;
+    const std::vector<std::string> restored = train::recover_checkpoints(dir);
+    EXPECT_EQ(restored.size(), c.restored ? 1u : 0u);
+    ASSERT_TRUE(train::latest_checkpoint(dir).has_value());
+    const train::LoadedCheckpoint ck = train::load_checkpoint(*train::latest_checkpoint(dir));
+    EXPECT_EQ(ck.model.at("a.weight").to_vector<float>()[0], static_cast<float>(c.want));
+    for (const auto& e : fs::directory_iterator(dir))
+      EXPECT_EQ(e.path().filename().string(), "checkpoint-5") << "left behind: " << e.path();
+  }
+}
+
+TEST(Checkpoint, ManifestNamesTheDamagedFile) {
+  const std::string dir = fresh_dir("manifest");
+  const std::string path = train::save_checkpoint(dir, 1, make_data(1, 64));
+  ASSERT_TRUE(fs::exists(path + "/manifest.json"));
+  EXPECT_NO_THROW(train::verify_checkpoint(path));
+  flip_byte(path + "/model.safetensors", -3);  // a weight's byte: the safetensors file still parses
+  EXPECT_KILN_ERROR(train::load_checkpoint(path), "model.safetensors", "damaged", "CRC-32C");
+  flip_byte(path + "/model.safetensors", -3);
+  EXPECT_NO_THROW(train::load_checkpoint(path));
+  fs::resize_file(path + "/vocab.txt", 3);
+  EXPECT_KILN_ERROR(train::verify_checkpoint(path), "vocab.txt", "damaged", "3 bytes");
+  fs::remove(path + "/vocab.txt");
+  EXPECT_KILN_ERROR(train::verify_checkpoint(path), "vocab.txt", "missing");
+  fs::remove(path + "/manifest.json");
+  EXPECT_KILN_ERROR(train::load_checkpoint(path), "manifest.json", "missing");
+}
+
+// --resume's choice: the newest checkpoint that verifies, and why the newer ones did not.
+TEST(Checkpoint, NewestValidCheckpointSkipsDamagedOnes) {
+  const std::string dir = fresh_dir("newest_valid");
+  for (int64_t s : {1, 2, 3}) train::save_checkpoint(dir, s, make_data(s, 64));
+  flip_byte(dir + "/checkpoint-3/optimizer.safetensors", -2);
+  fs::resize_file(dir + "/checkpoint-2/trainer_state.json", 10);
+  std::vector<std::string> skipped;
+  const auto found = train::load_newest_valid_checkpoint(dir, &skipped);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(fs::path(found->path).filename(), "checkpoint-1");
+  EXPECT_EQ(found->checkpoint.trainer_state["step"], 1);
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_EQ(skipped[0].rfind("checkpoint-3: ", 0), 0u) << skipped[0];
+  EXPECT_NE(skipped[0].find("optimizer.safetensors is damaged"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find("trainer_state.json is damaged"), std::string::npos) << skipped[1];
+  fs::remove(dir + "/checkpoint-1/config.json");
+  EXPECT_FALSE(train::load_newest_valid_checkpoint(dir).has_value());
 }
 
 }  // namespace

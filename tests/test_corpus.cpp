@@ -1,6 +1,7 @@
 // prepare_corpus / TokenCorpus / InMemoryCorpus (data/corpus.h): the WikiText-2
 // round trip against the tokenizer, thread-count invariance, the raw text
-// format rules, and hostile shards and indexes.
+// format rules, hostile shards and indexes, and the sizes, CRC-32Cs and
+// special-token ids the index records (Note [Corpus integrity]).
 // Data from KILN_DATA (default ../shared/data); a missing file fails.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +12,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "data/corpus.h"
+#include "data/integrity.h"
 #include "data/tokenizer/bert_tokenizer.h"
 #include "test_util.h"
 
@@ -301,6 +305,47 @@ TEST(Corpus, CheckTokenizerRejectsAnotherVocab) {
   EXPECT_KILN_ERROR(c->check_tokenizer(other), "different vocabulary");
   const BertTokenizer cased = BertTokenizer::from_vocab_file(data_file("vocab/bert-base-uncased-vocab.txt"), false);
   EXPECT_KILN_ERROR(c->check_tokenizer(cased), "lowercase");
+}
+
+// Note [Corpus integrity]: a byte the structural checks and the data's FNV-1a
+// do not cover (the header's reserved field) is caught by the CRC-32C.
+TEST(Corpus, IndexRecordsSizeAndCrc32cOfEveryShard) {
+  TempDir dir("integrity");
+  const std::string shard = prepare_small(dir);
+  const std::string index_path = dir.file("c/index.json");
+  const nlohmann::json index = nlohmann::json::parse(read_bytes(index_path));
+  const nlohmann::json& entry = index.at("shards").at(0);
+  const FileDigest digest = file_digest(shard);
+  EXPECT_EQ(entry.value("bytes", uint64_t{0}), digest.bytes);
+  EXPECT_EQ(entry.value("crc32c", std::string()), crc32c_hex(digest.crc32c));
+  const std::string good = read_bytes(shard);
+  overwrite(shard, 60, "\x01");  // reserved header bytes
+  EXPECT_KILN_ERROR(TokenCorpus::open(dir.file("c")), "shard-00000.bin", "damaged", "CRC-32C");
+  std::ofstream(shard, std::ios::binary | std::ios::trunc) << good;
+  ASSERT_NO_THROW(TokenCorpus::open(dir.file("c")));
+  nlohmann::json wrong = index;
+  wrong["shards"][0]["bytes"] = digest.bytes + 8;
+  std::ofstream(index_path, std::ios::trunc) << wrong.dump();
+  TokenCorpusOptions trusting;
+  trusting.verify_data = false;
+  EXPECT_KILN_ERROR(TokenCorpus::open(dir.file("c"), trusting), "shard-00000.bin", "damaged");
+}
+
+TEST(Corpus, SpecialTokenIdsAreCheckedOnLoad) {
+  TempDir dir("special");
+  prepare_small(dir);
+  const std::string index_path = dir.file("c/index.json");
+  const nlohmann::json index = nlohmann::json::parse(read_bytes(index_path));
+  EXPECT_EQ(index["special_ids"]["mask"], bert().mask_id());
+  nlohmann::json swapped = index;
+  swapped["special_ids"]["pad"] = bert().mask_id();
+  std::ofstream(index_path, std::ios::trunc) << swapped.dump();
+  const auto c = TokenCorpus::open(dir.file("c"));
+  EXPECT_KILN_ERROR(c->check_tokenizer(bert()), "index.json", "special token id", "[PAD]");
+  nlohmann::json outside = index;
+  outside["special_ids"]["cls"] = 1 << 30;
+  std::ofstream(index_path, std::ios::trunc) << outside.dump();
+  EXPECT_KILN_ERROR(TokenCorpus::open(dir.file("c")), "index.json", "outside the vocab");
 }
 
 TEST(Corpus, InMemoryCorpusChecksItsInvariants) {

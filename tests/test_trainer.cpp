@@ -1,6 +1,8 @@
 // The training loop (train/trainer.h) with its two tasks, in-process:
-// exact resume, learning on the synthetic corpus, fine-tuning a small
-// classifier, and the errors for bad runs and bad data.
+// exact resume (also past a damaged checkpoint and an interrupted re-save),
+// learning on the synthetic corpus, fine-tuning a small classifier, batches
+// without masked tokens, and the errors for bad runs and bad data (an output
+// directory at the input model, another vocabulary on resume).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
 #include "test_util.h"
+#include "train/checkpoint.h"
 #include "train/classification_task.h"
 #include "train/metric_log.h"
 #include "train/mlm_task.h"
@@ -170,6 +173,63 @@ TEST(Trainer, RefusesToMixRunsAndChecksResume) {
   fs::remove_all(out);
 }
 
+// Flips one byte near the end of a file (inside the last tensor of a safetensors file).
+void flip_last_bytes(const fs::path& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-3, std::ios::end);
+  const auto at = f.tellg();
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x10);
+  f.seekp(at);
+  f.write(&c, 1);
+}
+
+// --resume recovers a checkpoint an interrupted re-save left aside (Note
+// [Atomic checkpoints]) and skips one that fails its manifest (Note
+// [Checkpoint manifest]), and the run still ends bitwise where a straight
+// run does.
+TEST(Trainer, ResumeRecoversAnAsideCopyAndSkipsADamagedCheckpoint) {
+  const fs::path straight = fresh_dir("skip_straight"), resumed = fresh_dir("skip_resumed");
+  TrainingArguments a = synthetic_args(straight);
+  a.save_steps = 2;
+  a.workers = 0;
+  ASSERT_TRUE(run_mlm(a).finished);
+
+  TrainingArguments b = synthetic_args(resumed);
+  b.save_steps = 2;
+  b.workers = 0;
+  b.stop_after_steps = 4;
+  EXPECT_EQ(run_mlm(b).step, 4);
+  // killed between the two renames of a re-save of step 4
+  fs::rename(resumed / "checkpoint-4", resumed / ".checkpoint-4.aside");
+  b.resume = true;
+  b.stop_after_steps = 1;
+  {
+    std::ostringstream log;
+    train::MlmTask task(b, log);
+    EXPECT_EQ(train::train(b, task, log).step, 5) << log.str();
+    EXPECT_NE(log.str().find("recovered " + (resumed / "checkpoint-4").string()), std::string::npos) << log.str();
+    EXPECT_NE(log.str().find("resuming from " + (resumed / "checkpoint-4").string() + " at step 4"),
+              std::string::npos)
+        << log.str();
+  }
+  flip_last_bytes(resumed / "checkpoint-5" / "model.safetensors");
+  b.stop_after_steps = 0;
+  std::ostringstream log;
+  train::MlmTask task(b, log);
+  const train::TrainResult r = train::train(b, task, log);
+  EXPECT_TRUE(r.finished);
+  EXPECT_NE(log.str().find("skipping checkpoint-5: "), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("model.safetensors is damaged"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("resuming from " + (resumed / "checkpoint-4").string()), std::string::npos) << log.str();
+  EXPECT_EQ(read_bytes(straight / "model.safetensors"), read_bytes(resumed / "model.safetensors"));
+  EXPECT_EQ(read_bytes(straight / "checkpoint-6" / "optimizer.safetensors"),
+            read_bytes(resumed / "checkpoint-6" / "optimizer.safetensors"));
+  fs::remove_all(straight);
+  fs::remove_all(resumed);
+}
+
 TEST(Trainer, BadArgumentsNameTheFlag) {
   TrainingArguments a = synthetic_args(fresh_dir("flags"));
   a.batch_size = 0;
@@ -291,6 +351,130 @@ TEST(Trainer, FinetuneRejectsBadData) {
   a = fx.args("bad5");
   a.model = (fx.dir / "nomodel").string();
   EXPECT_KILN_ERROR(train::ClassificationTask(a, log), "nomodel");
+}
+
+// The final save would overwrite the weights the run starts from, and
+// --overwrite-output-dir would delete them: an output directory that is,
+// lies inside or contains the --model directory is refused before anything is written.
+TEST(Trainer, RefusesAnOutputDirAtTheInputModel) {
+  ClassifierFixture fx;
+  const std::string weights = read_bytes(fx.model / "model.safetensors");
+  std::ostringstream log;
+  TrainingArguments a = fx.args("unused");
+  a.max_steps = 2;
+  a.output_dir = fx.model.string();
+  {
+    train::ClassificationTask task(a, log);
+    EXPECT_KILN_ERROR(train::train(a, task, log), "are the same directory", "pretrained weights");
+  }
+  EXPECT_EQ(read_bytes(fx.model / "model.safetensors"), weights);
+  EXPECT_FALSE(fs::exists(fx.model / "metrics.jsonl"));
+  a.output_dir = fx.model.string() + "/./";
+  EXPECT_KILN_ERROR(train::check_output_dir_apart_from_model(a), "are the same directory");
+  a.output_dir = (fx.model / "finetuned").string();
+  EXPECT_KILN_ERROR(train::check_output_dir_apart_from_model(a), "lies inside the input model directory");
+  a.output_dir = fx.dir.string();
+  EXPECT_KILN_ERROR(train::check_output_dir_apart_from_model(a), "contains the input model directory");
+  fs::create_directory_symlink(fx.model, fx.dir / "link");
+  a.output_dir = (fx.dir / "link").string();
+  EXPECT_KILN_ERROR(train::check_output_dir_apart_from_model(a), "are the same directory");
+  a.output_dir = (fx.dir / "link" / "sub").string();
+  EXPECT_KILN_ERROR(train::check_output_dir_apart_from_model(a), "lies inside");
+  a.output_dir = (fx.dir / "elsewhere").string();
+  EXPECT_NO_THROW(train::check_output_dir_apart_from_model(a));
+  a.output_dir = (fx.dir / "model-2").string();  // a common prefix is not containment
+  EXPECT_NO_THROW(train::check_output_dir_apart_from_model(a));
+}
+
+// Resume checks the vocabulary against the one the run started with: same
+// size (so the model shapes agree), two tokens swapped.
+TEST(Trainer, ResumeRefusesAnotherVocabulary) {
+  ClassifierFixture fx;
+  TrainingArguments a = fx.args("vocab");
+  a.max_steps = 4;
+  a.stop_after_steps = 2;
+  std::ostringstream log;
+  {
+    train::ClassificationTask task(a, log);
+    EXPECT_EQ(train::train(a, task, log).step, 2);
+  }
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(read_bytes(fx.dir / "vocab.txt"));
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  ASSERT_EQ(lines[5], "good");
+  std::swap(lines[5], lines[6]);
+  {
+    std::ofstream out(fx.dir / "vocab2.txt");
+    for (const std::string& line : lines) out << line << "\n";
+  }
+  a.resume = true;
+  a.stop_after_steps = 0;
+  a.vocab = (fx.dir / "vocab2.txt").string();
+  train::ClassificationTask task(a, log);
+  EXPECT_KILN_ERROR(train::train(a, task, log), "checkpoint-2", "the run started with another vocabulary",
+                    "vocab.txt CRC-32C");
+}
+
+// ---- batches without masked tokens ------------------------------------------
+
+// Note [No masked tokens]: zero loss and exactly zero gradients, not NaN.
+TEST(Mlm, BatchWithoutMaskedTokensHasZeroLossAndGradient) {
+  BertConfig c = BertConfig::preset("bert-tiny");
+  c.vocab_size = 30;
+  c.max_position_embeddings = 16;
+  manual_seed(5);
+  nn::BertForMaskedLM model(c);
+  Generator gen(9);
+  data::PretrainingBatch batch;
+  batch.input_ids = randint(5, 30, {2, 8}, TensorOptions(DType::Int64), &gen);
+  batch.attention_mask = ones({2, 8}, TensorOptions(DType::Int64));
+  batch.token_type_ids = zeros({2, 8}, TensorOptions(DType::Int64));
+  batch.labels = full({2, 8}, -100.0, TensorOptions(DType::Int64));
+  const train::MicroBatch mb = train::mlm_forward(model, batch);
+  EXPECT_EQ(mb.predicted, 0);
+  EXPECT_EQ(mb.tokens, 16);
+  EXPECT_EQ(mb.loss.item<double>(), 0.0);
+  mb.loss.backward();
+  size_t with_grad = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (!p.grad().defined()) continue;
+    ++with_grad;
+    for (double g : p.grad().to_vector<double>()) ASSERT_EQ(g, 0.0) << name;
+  }
+  EXPECT_GT(with_grad, 0u);
+}
+
+// Text of words outside the vocabulary is all [UNK], which is never masked:
+// every batch has no prediction target. Training used to stop at step 1 with
+// "training diverged: the loss is nan".
+TEST(Mlm, TrainingOnBatchesWithoutMaskedTokensDoesNotDiverge) {
+  const fs::path dir = fresh_dir("nomask");
+  fs::create_directories(dir);
+  std::ofstream(dir / "vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nfilm\n";
+  {
+    std::ofstream text(dir / "unknown.txt");
+    for (int d = 0; d < 12; ++d) text << "zork quux blorp\nfrob nitz\n\n";
+  }
+  TrainingArguments a;
+  a.output_dir = (dir / "out").string();
+  a.train_file = (dir / "unknown.txt").string();
+  a.vocab = (dir / "vocab.txt").string();
+  a.config = "bert-tiny";
+  a.max_seq_length = 16;
+  a.batch_size = 2;
+  a.max_steps = 3;
+  a.save_steps = 0;
+  a.logging_steps = 1;
+  a.workers = 0;
+  a.validation_split_percentage = 0;
+  std::ostringstream log;
+  train::MlmTask task(a, log);
+  const train::TrainResult r = train::train(a, task, log);
+  EXPECT_TRUE(r.finished) << log.str();
+  EXPECT_EQ(r.last_loss, 0.0);
+  fs::remove_all(dir);
 }
 
 }  // namespace

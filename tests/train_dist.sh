@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `mpirun -np 2 kiln pretrain`: data-parallel training from the command line.
-# Checks one progress stream (rank 0), checkpoints from rank 0, and exact
-# resume under data parallel (2N steps straight == N steps, stop, --resume).
+# Checks one progress stream (rank 0), checkpoints from rank 0, exact
+# resume under data parallel (2N steps straight == N steps, stop, --resume),
+# and preemption: SIGTERM on one rank stops every rank after the same step
+# with one checkpoint, and --resume ends bitwise where the straight run does.
 #
 #   tests/train_dist.sh KILN_BINARY WORK_DIR MPIRUN [MPIRUN_ARGS...]
 set -uo pipefail
@@ -35,6 +37,27 @@ cmp straight/model.safetensors resumed/model.safetensors ||
   { echo "FAIL: resumed data-parallel weights differ from the straight run"; exit 1; }
 cmp straight/checkpoint-6/optimizer.safetensors resumed/checkpoint-6/optimizer.safetensors ||
   { echo "FAIL: optimizer state differs"; exit 1; }
+# Note [Preemption]: the test hook raises SIGTERM in rank 1's process alone
+# after step 2; both ranks stop there, rank 0 writes checkpoint-2, the job
+# exits non-zero, and --resume finishes the run bitwise.
+t0=$(date +%s)
+if "${mpirun[@]}" -x KILN_TEST_SIGNAL_AT=2:1 "$kiln" pretrain "${small[@]}" --output-dir preempted >preempted1.log 2>&1
+then
+  cat preempted1.log; echo "FAIL: a preempted job exited 0"; exit 1
+fi
+(( $(date +%s) - t0 < 60 )) || { echo "FAIL: the preempted job took $(( $(date +%s) - t0 )) s to end"; exit 1; }
+grep -q "stopped by SIGTERM after step 2/6: saved .*preempted/checkpoint-2; continue with --resume" preempted1.log ||
+  { cat preempted1.log; echo "FAIL: no stop message naming checkpoint-2"; exit 1; }
+ckpts=$(cd preempted && ls -d checkpoint-* | tr '\n' ' ')
+[[ $ckpts == "checkpoint-2 " ]] || { echo "FAIL: checkpoints after the stop: $ckpts (want checkpoint-2)"; exit 1; }
+"${mpirun[@]}" "$kiln" pretrain "${small[@]}" --resume --output-dir preempted >preempted2.log 2>&1 ||
+  { cat preempted2.log; echo "FAIL: --resume after preemption"; exit 1; }
+grep -q "resuming from .*preempted/checkpoint-2 at step 2/6" preempted2.log ||
+  { cat preempted2.log; echo "FAIL: did not resume from checkpoint-2"; exit 1; }
+cmp straight/model.safetensors preempted/model.safetensors ||
+  { echo "FAIL: weights after preemption and --resume differ from the straight run"; exit 1; }
+cmp straight/checkpoint-6/optimizer.safetensors preempted/checkpoint-6/optimizer.safetensors ||
+  { echo "FAIL: optimizer state after preemption differs"; exit 1; }
 # An error on the ranks ends the job at once (not at a collective timeout).
 t0=$(date +%s)
 if "${mpirun[@]}" "$kiln" pretrain "${small[@]}" --output-dir straight >again.log 2>&1; then
@@ -42,4 +65,4 @@ if "${mpirun[@]}" "$kiln" pretrain "${small[@]}" --output-dir straight >again.lo
 fi
 grep -q "already holds a training run" again.log || { cat again.log; echo "FAIL: no clear message"; exit 1; }
 (( $(date +%s) - t0 < 60 )) || { echo "FAIL: the failing job took $(( $(date +%s) - t0 )) s to end"; exit 1; }
-echo "ok: mpirun -np 2 kiln pretrain, one progress stream, bitwise resume, prompt failure"
+echo "ok: mpirun -np 2 kiln pretrain, one progress stream, bitwise resume, preemption on one rank, prompt failure"

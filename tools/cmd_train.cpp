@@ -20,6 +20,7 @@
 #include "tools/command.h"
 #include "train/classification_task.h"
 #include "train/mlm_task.h"
+#include "train/preemption.h"
 #include "train/trainer.h"
 
 namespace kiln::tools {
@@ -114,11 +115,14 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
   cmd->add_option("--save-total-limit", a.save_total_limit, "keep only the newest N checkpoints (0: all)");
   cmd->add_option("--eval-steps", a.eval_steps, "evaluate every N steps (<= 0: only at the end)");
   cmd->add_option("--logging-steps", a.logging_steps, "log metrics every N steps")->capture_default_str();
-  cmd->add_flag("--resume", a.resume, "continue from the newest checkpoint in --output-dir");
+  cmd->add_flag("--resume", a.resume,
+                "continue from the newest checkpoint in --output-dir that verifies (SIGTERM/SIGINT stop a run "
+                "after the current step with a checkpoint and exit status 75)");
   cmd->add_option("--stop-after-steps", a.stop_after_steps,
                   "stop this process after N steps, keeping the schedule of the full run (resume later)");
   cmd->add_flag("--overwrite-output-dir", c.overwrite_output_dir,
-                "remove a previous run's checkpoints, metrics and model from --output-dir first");
+                "remove a previous run's checkpoints, metrics and model from --output-dir first (never the --model "
+                "directory)");
 }
 
 // Defaults of the synthetic demo for every flag the user did not give.
@@ -172,6 +176,8 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
   check_device(a.device);
   KILN_CHECK(!a.output_dir.empty(), "--output-dir is required");
   KILN_CHECK(!(c.overwrite_output_dir && a.resume), "--overwrite-output-dir and --resume contradict each other");
+  // Before anything is removed: never the model the run starts from.
+  train::check_output_dir_apart_from_model(a);
   // Under mpirun: one process per rank (Note [Data-parallel training] in train/trainer.h);
   // with --device cuda the ranks reduce over NCCL, each on GPU local_rank % GPUs.
   dist::ProcessGroupOptions pg;
@@ -214,6 +220,7 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
     std::cerr << "kiln: error (rank " << a.rank << "): " << e.what() << std::endl;
     dist::abort_process_group(1);
   }
+  if (r.stop_signal != 0) return train::kPreemptedExitCode;  // Note [Preemption]: the checkpoint is written
   if (r.finished && a.rank == 0) {
     std::cout << "final evaluation:";
     for (auto& [k, v] : r.eval) std::cout << " " << k << " " << v;

@@ -1,13 +1,17 @@
 #include "train/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "data/integrity.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/safetensors.h"
 
@@ -17,6 +21,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kPrefix = "checkpoint-";
+constexpr const char* kManifest = "manifest.json";
+constexpr const char* kManifestFormat = "kiln-checkpoint-manifest";
+constexpr const char* kAsideSuffix = ".aside";
 
 void fsync_path(const fs::path& p, bool directory) {
   const int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
@@ -26,24 +33,111 @@ void fsync_path(const fs::path& p, bool directory) {
   if (rc != 0) fail(p.string(), ": fsync failed");
 }
 
-std::optional<int64_t> step_of(const fs::path& p) {
-  const std::string name = p.filename().string();
-  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
-  const std::string digits = name.substr(std::string(kPrefix).size());
+void write_text(const fs::path& path, const std::string& text) {
+  write_file_atomic(path.string(),
+                    {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+}
+
+// The one place checkpoint JSON is read (trainer_state.json, manifest.json):
+// an object, or kiln::Error naming the file.
+nlohmann::json read_json_object(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f.good(), path.string(), ": file not found");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  KILN_CHECK(!j.is_discarded() && j.is_object(), path.string(), ": not a JSON object");
+  return j;
+}
+
+std::optional<int64_t> parse_step(const std::string& digits) {
   if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
   return std::stoll(digits);
 }
 
-void remove_stale_temporaries(const fs::path& root) {
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
+std::optional<int64_t> step_of(const fs::path& p) {
+  const std::string name = p.filename().string();
+  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
+  return parse_step(name.substr(std::string(kPrefix).size()));
+}
+
+// ".checkpoint-STEP.aside" -> STEP
+std::optional<int64_t> aside_step_of(const std::string& name) {
+  const std::string head = std::string(".") + kPrefix, tail = kAsideSuffix;
+  if (name.size() <= head.size() + tail.size() || name.rfind(head, 0) != 0 ||
+      name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+    return std::nullopt;
+  return parse_step(name.substr(head.size(), name.size() - head.size() - tail.size()));
+}
+
+bool is_plain_file_name(const std::string& name) {
+  return !name.empty() && name.find('/') == std::string::npos && name[0] != '.' && fs::path(name).filename() == name;
+}
+
+// Writes manifest.json listing every other file of `dir` (Note [Checkpoint manifest]).
+void write_manifest(const fs::path& dir, int64_t step) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(".checkpoint-", 0) == 0 && name.find(".tmp-") != std::string::npos) fs::remove_all(e.path(), ec);
+    if (name == kManifest) continue;
+    const data::FileDigest d = data::file_digest(e.path().string());
+    files[name] = {{"bytes", d.bytes}, {"crc32c", data::crc32c_hex(d.crc32c)}};
   }
+  const nlohmann::json manifest = {{"format", kManifestFormat}, {"version", 1}, {"step", step}, {"files", files}};
+  write_text(dir / kManifest, manifest.dump(2) + "\n");
+}
+
+// Everything of checkpoint `step` into `dir` (a fresh temporary directory), fsynced.
+void write_checkpoint_files(const fs::path& dir, int64_t step, const CheckpointData& data) {
+  data.config.to_json_file((dir / "config.json").string());
+  nn::save_safetensors((dir / "model.safetensors").string(), data.model);
+  nn::NamedTensors opt(data.optimizer.begin(), data.optimizer.end());
+  nn::save_safetensors((dir / "optimizer.safetensors").string(), opt, {{"format", "kiln"}});
+  write_text(dir / "trainer_state.json", data.trainer_state.dump(2) + "\n");
+  for (const auto& [name, text] : data.extra_files) {
+    KILN_CHECK(is_plain_file_name(name) && name != kManifest, "save_checkpoint: extra file name '", name,
+               "' is not a plain file name");
+    write_text(dir / name, text);
+  }
+  write_manifest(dir, step);
+  for (const auto& e : fs::directory_iterator(dir)) fsync_path(e.path(), false);
+  fsync_path(dir, true);
 }
 
 }  // namespace
+
+void crash_point_for_tests(const char* point) {
+  const char* want = std::getenv("KILN_TEST_CRASH_AT");
+  if (want && std::strcmp(want, point) == 0) ::kill(::getpid(), SIGKILL);
+}
+
+std::vector<std::string> recover_checkpoints(const std::string& output_dir) {
+  std::vector<std::string> restored;
+  std::error_code ec;
+  const fs::path root = output_dir;
+  if (!fs::is_directory(root, ec)) return restored;
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(root, ec)) entries.push_back(e.path());
+  bool renamed = false;
+  for (const fs::path& p : entries) {
+    const std::string name = p.filename().string();
+    if (name.rfind(".checkpoint-", 0) == 0 && name.find(".tmp-") != std::string::npos) {
+      fs::remove_all(p, ec);  // a save that never got renamed in
+    } else if (const auto step = aside_step_of(name)) {
+      const fs::path final_dir = root / (kPrefix + std::to_string(*step));
+      if (fs::is_directory(final_dir, ec)) {
+        fs::remove_all(p, ec);  // the swap completed; the old copy is no longer needed
+      } else {
+        fs::rename(p, final_dir, ec);
+        KILN_CHECK(!ec, p.string(), ": cannot rename back to ", final_dir.string(), ": ", ec.message());
+        restored.push_back("recovered " + final_dir.string() + " from an interrupted save of the same step");
+        renamed = true;
+      }
+    }
+  }
+  if (renamed) fsync_path(root, true);
+  return restored;
+}
 
 std::vector<std::string> list_checkpoints(const std::string& output_dir) {
   std::vector<std::pair<int64_t, std::string>> found;
@@ -73,37 +167,33 @@ std::string save_checkpoint(const std::string& output_dir, int64_t step, const C
   std::error_code ec;
   fs::create_directories(root, ec);
   KILN_CHECK(fs::is_directory(root), output_dir, ": cannot create output directory: ", ec.message());
-  remove_stale_temporaries(root);
-  const fs::path final_dir = root / (kPrefix + std::to_string(step));
-  const fs::path tmp = root / (".checkpoint-" + std::to_string(step) + ".tmp-" + std::to_string(::getpid()));
+  recover_checkpoints(root.string());
+  const std::string name = kPrefix + std::to_string(step);
+  const fs::path final_dir = root / name;
+  const fs::path tmp = root / ("." + name + ".tmp-" + std::to_string(::getpid()));
+  const fs::path aside = root / ("." + name + kAsideSuffix);
   fs::remove_all(tmp, ec);
   KILN_CHECK(fs::create_directory(tmp, ec), tmp.string(), ": cannot create: ", ec.message());
+  bool moved_aside = false;
   try {
-    data.config.to_json_file((tmp / "config.json").string());
-    nn::save_safetensors((tmp / "model.safetensors").string(), data.model);
-    nn::NamedTensors opt(data.optimizer.begin(), data.optimizer.end());
-    nn::save_safetensors((tmp / "optimizer.safetensors").string(), opt, {{"format", "kiln"}});
-    const std::string state = data.trainer_state.dump(2) + "\n";
-    write_file_atomic((tmp / "trainer_state.json").string(),
-                      {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(state.data()), state.size())});
-    for (const auto& [name, text] : data.extra_files) {
-      KILN_CHECK(!name.empty() && name.find('/') == std::string::npos && name[0] != '.' &&
-                     fs::path(name).filename() == name,
-                 "save_checkpoint: extra file name '", name, "' is not a plain file name");
-      write_file_atomic((tmp / name).string(),
-                        {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
-      fsync_path(tmp / name, false);
+    write_checkpoint_files(tmp, step, data);
+    crash_point_for_tests("checkpoint-before-rename");
+    // Note [Atomic checkpoints]: the old copy of this step goes aside, never away, until the new one is in.
+    if (fs::exists(final_dir)) {
+      fs::rename(final_dir, aside);
+      moved_aside = true;
+      fsync_path(root, true);
+      crash_point_for_tests("checkpoint-after-aside");
     }
-    for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
-      fsync_path(tmp / f, false);
-    fsync_path(tmp, true);
-    if (fs::exists(final_dir)) fs::remove_all(final_dir);  // re-saving the same step replaces it
     fs::rename(tmp, final_dir);
     fsync_path(root, true);
+    crash_point_for_tests("checkpoint-after-swap");
   } catch (const std::exception& e) {
     fs::remove_all(tmp, ec);
+    if (moved_aside && !fs::exists(final_dir)) fs::rename(aside, final_dir, ec);
     fail(output_dir, ": could not save checkpoint ", step, ": ", e.what());
   }
+  if (moved_aside) fs::remove_all(aside, ec);
   if (keep_last > 0) {
     auto all = list_checkpoints(root.string());
     for (size_t i = 0; i + static_cast<size_t>(keep_last) < all.size(); ++i) fs::remove_all(all[i], ec);
@@ -111,22 +201,57 @@ std::string save_checkpoint(const std::string& output_dir, int64_t step, const C
   return final_dir.string();
 }
 
+void verify_checkpoint(const std::string& dir) {
+  const fs::path root = dir;
+  KILN_CHECK(fs::is_directory(root), dir, ": checkpoint directory not found");
+  const fs::path manifest_path = root / kManifest;
+  KILN_CHECK(fs::exists(manifest_path), manifest_path.string(),
+             " is missing: not a complete kiln checkpoint (or one written before checkpoints had manifests)");
+  const nlohmann::json m = read_json_object(manifest_path);
+  KILN_CHECK(m.value("format", "") == kManifestFormat && m.contains("files") && m["files"].is_object(),
+             manifest_path.string(), ": not a kiln checkpoint manifest");
+  for (const auto& [name, entry] : m["files"].items()) {
+    KILN_CHECK(is_plain_file_name(name), manifest_path.string(), ": lists '", name, "', not a plain file name");
+    const fs::path file = root / name;
+    KILN_CHECK(entry.is_object() && entry.contains("bytes") && entry["bytes"].is_number_unsigned() &&
+                   entry.contains("crc32c") && entry["crc32c"].is_string() &&
+                   data::parse_crc32c_hex(entry["crc32c"].get<std::string>()).has_value(),
+               manifest_path.string(), ": the entry of '", name, "' is malformed");
+    KILN_CHECK(fs::exists(file), file.string(), " is missing (", kManifest, " lists it)");
+    const data::FileDigest d = data::file_digest(file.string());
+    const uint64_t bytes = entry["bytes"].get<uint64_t>();
+    const std::string want = entry["crc32c"].get<std::string>();
+    KILN_CHECK(d.bytes == bytes, file.string(), " is damaged: ", d.bytes, " bytes, ", kManifest, " says ", bytes,
+               " (truncated or overwritten)");
+    KILN_CHECK(data::crc32c_hex(d.crc32c) == want, file.string(), " is damaged: its CRC-32C is ",
+               data::crc32c_hex(d.crc32c), ", ", kManifest, " says ", want);
+  }
+}
+
 LoadedCheckpoint load_checkpoint(const std::string& dir) {
-  KILN_CHECK(fs::is_directory(dir), dir, ": checkpoint directory not found");
+  verify_checkpoint(dir);
   LoadedCheckpoint c;
   c.config = BertConfig::from_json_file(dir + "/config.json");
   c.model = nn::load_safetensors(dir + "/model.safetensors");
   c.optimizer = nn::load_safetensors(dir + "/optimizer.safetensors");
   const std::string path = dir + "/trainer_state.json";
-  std::ifstream f(path);
-  KILN_CHECK(f.good(), path, ": file not found");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  c.trainer_state = nlohmann::json::parse(ss.str(), nullptr, false);
-  KILN_CHECK(!c.trainer_state.is_discarded() && c.trainer_state.is_object() && c.trainer_state.contains("step") &&
-                 c.trainer_state["step"].is_number_integer(),
-             path, ": not a valid trainer state (expected a JSON object with an integer \"step\")");
+  c.trainer_state = read_json_object(path);
+  KILN_CHECK(c.trainer_state.contains("step") && c.trainer_state["step"].is_number_integer(), path,
+             ": not a valid trainer state (expected a JSON object with an integer \"step\")");
   return c;
+}
+
+std::optional<FoundCheckpoint> load_newest_valid_checkpoint(const std::string& output_dir,
+                                                            std::vector<std::string>* skipped) {
+  const std::vector<std::string> all = list_checkpoints(output_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      return FoundCheckpoint{*it, load_checkpoint(*it)};
+    } catch (const std::exception& e) {
+      if (skipped) skipped->push_back(fs::path(*it).filename().string() + ": " + e.what());
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace kiln::train

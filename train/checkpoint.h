@@ -1,4 +1,5 @@
-// Training checkpoints: one directory per save, written atomically.
+// Training checkpoints: one directory per save, written atomically and
+// verified when read.
 //
 //   OUTPUT/checkpoint-STEP/
 //     config.json            the model config (Hugging Face layout)
@@ -7,13 +8,31 @@
 //     trainer_state.json     step, epoch, data-loader position, RNG state,
 //                            scheduler/scaler scalars, metrics, command-line config
 //     vocab.txt, ...         CheckpointData::extra_files
+//     manifest.json          size and CRC-32C of every file above (Note [Checkpoint manifest])
 //
 // Note [Atomic checkpoints]: a save writes everything into a sibling
 // temporary directory (".checkpoint-STEP.tmp-PID"), fsyncs every file and the
-// directory, then renames it to checkpoint-STEP and fsyncs the parent. A
-// process killed at any moment leaves either the complete new checkpoint or
-// none (plus a temporary directory that the next save or resume removes), so
-// the previous checkpoint always stays loadable.
+// directory, then renames it to checkpoint-STEP and fsyncs the parent. When
+// checkpoint-STEP already exists (a step saved again, e.g. by a run resumed
+// from an earlier checkpoint), the old one is never deleted first: it is
+// renamed aside (".checkpoint-STEP.aside"), the new one renamed in, and only
+// then the aside copy removed. A process killed at any moment therefore
+// leaves a loadable checkpoint-STEP, or its aside copy when the kill came
+// between the two renames; recover_checkpoints() (run by every save and by
+// --resume) renames such an aside copy back, and removes temporary
+// directories and aside copies that a complete checkpoint has replaced.
+// tests/test_checkpoint.cpp kills the saving process at each point
+// (KILN_TEST_CRASH_AT, below) and at random moments.
+//
+// Note [Checkpoint manifest]: manifest.json, written last into the temporary
+// directory, lists every other file of the checkpoint with its size in bytes
+// and its CRC-32C (data/integrity.h):
+//   {"format": "kiln-checkpoint-manifest", "version": 1, "step": STEP,
+//    "files": {"config.json": {"bytes": 712, "crc32c": "1c2d3e4f"}, ...}}
+// load_checkpoint() verifies it first, and a damaged, truncated or missing
+// file is a kiln::Error naming it; load_newest_valid_checkpoint() (--resume)
+// falls back to the newest checkpoint that verifies and says why it skipped
+// the others.
 #pragma once
 
 #include <map>
@@ -38,11 +57,18 @@ struct CheckpointData {
   std::map<std::string, std::string> extra_files;
 };
 
-// Writes OUTPUT/checkpoint-STEP atomically; returns its path. Removes stale
-// temporary directories first. With keep_last > 0, deletes older complete
-// checkpoints beyond the newest keep_last.
+// Writes OUTPUT/checkpoint-STEP atomically (replacing one of the same step);
+// returns its path. Runs recover_checkpoints() first. With keep_last > 0,
+// deletes older complete checkpoints beyond the newest keep_last.
 std::string save_checkpoint(const std::string& output_dir, int64_t step, const CheckpointData& data,
                             int keep_last = 0);
+
+// Repairs what an interrupted save left in output_dir (Note [Atomic
+// checkpoints]): renames an aside copy back to checkpoint-STEP when that is
+// missing, removes aside copies that checkpoint-STEP replaced and stale
+// temporary directories. Returns a line per aside copy put back. Call it from
+// one process only (rank 0).
+std::vector<std::string> recover_checkpoints(const std::string& output_dir);
 
 // Complete checkpoints under output_dir, oldest first (by step).
 std::vector<std::string> list_checkpoints(const std::string& output_dir);
@@ -55,8 +81,31 @@ struct LoadedCheckpoint {
   nlohmann::json trainer_state;
   BertConfig config;
 };
-// Reads a checkpoint directory; kiln::Error naming the file for anything
-// missing or malformed.
+
+// Checks dir against its manifest.json (Note [Checkpoint manifest]):
+// kiln::Error naming the file that is missing, truncated or damaged.
+void verify_checkpoint(const std::string& dir);
+
+// Verifies, then reads a checkpoint directory; kiln::Error naming the file
+// for anything missing, damaged or malformed.
 LoadedCheckpoint load_checkpoint(const std::string& dir);
+
+// The newest checkpoint under output_dir that loads, with its path; each one
+// skipped on the way appends "checkpoint-N: why" to `skipped`. nullopt when
+// none loads.
+struct FoundCheckpoint {
+  std::string path;
+  LoadedCheckpoint checkpoint;
+};
+std::optional<FoundCheckpoint> load_newest_valid_checkpoint(const std::string& output_dir,
+                                                            std::vector<std::string>* skipped = nullptr);
+
+// Test hook: when the environment variable KILN_TEST_CRASH_AT equals `point`,
+// the process kills itself with SIGKILL here. save_checkpoint's points are
+// "checkpoint-before-rename" (the new copy complete in its temporary
+// directory), "checkpoint-after-aside" (an old copy of the step renamed
+// aside, the new one not yet in) and "checkpoint-after-swap" (the new copy
+// in, the aside copy not yet removed).
+void crash_point_for_tests(const char* point);
 
 }  // namespace kiln::train

@@ -1,6 +1,5 @@
 #include "train/metric_log.h"
 
-#include <isa-l/crc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/integrity.h"
 #include "train/tensorboard.pb.h"
 
 namespace kiln::train {
@@ -22,18 +22,7 @@ namespace fs = std::filesystem;
 
 // ---- CRC32C + TFRecord ------------------------------------------------------
 
-uint32_t crc32c(std::span<const uint8_t> data) {
-  // ISA-L's crc32_iscsi neither inverts the initial value nor the result, and
-  // takes an int length: feed it chunks of at most 2^30 bytes.
-  uint32_t crc = 0xffffffffu;
-  size_t offset = 0;
-  while (offset < data.size()) {
-    const size_t chunk = std::min<size_t>(data.size() - offset, size_t{1} << 30);
-    crc = crc32_iscsi(const_cast<unsigned char*>(data.data() + offset), static_cast<int>(chunk), crc);
-    offset += chunk;
-  }
-  return crc ^ 0xffffffffu;
-}
+uint32_t crc32c(std::span<const uint8_t> data) { return data::crc32c(data); }
 
 uint32_t mask_crc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 

@@ -58,9 +58,9 @@ MicroBatch mlm_forward(const nn::BertForMaskedLM& model, const data::Pretraining
   nn::MaskedLMOutput o = model.forward(on_device(batch.input_ids, dev), on_device(batch.attention_mask, dev),
                                        on_device(batch.token_type_ids, dev), on_device(batch.labels, dev));
   MicroBatch mb;
-  mb.loss = o.loss;
   const std::vector<int64_t> labels = batch.labels.to_vector<int64_t>();
-  const std::vector<int64_t> predicted = argmax(o.logits.detach(), 1).to_vector<int64_t>();
+  const std::vector<int64_t> predicted =
+      o.logits.size(0) > 0 ? argmax(o.logits.detach(), 1).to_vector<int64_t>() : std::vector<int64_t>{};
   size_t row = 0;
   for (int64_t label : labels) {
     if (label == data::kIgnoreIndex) continue;
@@ -69,6 +69,13 @@ MicroBatch mlm_forward(const nn::BertForMaskedLM& model, const data::Pretraining
   }
   KILN_CHECK(row == predicted.size(), "mlm_forward: more logits rows than labelled positions");
   mb.predicted = static_cast<int64_t>(row);
+  // Note [No masked tokens]: the mean over zero targets is 0/0 = NaN (the
+  // model's loss, as PyTorch's). Such a batch contributes zero loss and zero
+  // gradient instead: the sum over the (empty) logits, still attached to the
+  // graph so that backward() runs as for any batch and every parameter gets
+  // an all-zero gradient (under data parallel, the other ranks' gradients
+  // are averaged with it as usual).
+  mb.loss = mb.predicted > 0 ? o.loss : sum(o.logits);
   mb.tokens = sum(batch.attention_mask).item<int64_t>();
   return mb;
 }

@@ -74,7 +74,10 @@ class MlmTask final : public TrainTask {
 };
 
 // Masked-LM loss, accuracy counts and tokens of one batch (forward only; the
-// loss keeps its graph when grad mode is on).
+// loss keeps its graph when grad mode is on). A batch without any masked
+// token (labels all -100: e.g. only [UNK] tokens, or whole-word masking
+// finding no word short enough) has loss 0 and gives zero gradients, not
+// NaN (Note [No masked tokens] in train/mlm_task.cpp).
 MicroBatch mlm_forward(const nn::BertForMaskedLM& model, const data::PretrainingBatch& batch);
 
 }  // namespace kiln::train

@@ -1,5 +1,9 @@
 // The training loop (train/trainer.h): optimizer, schedule, accumulation,
-// clipping, logging, evaluation, checkpoints and resume.
+// clipping, logging, evaluation, checkpoints and resume. One train() call is
+// a TrainingRun, in phases: set-up (agreed step counts, optimizer), resume or
+// a fresh start, then steps (micro-batches, optimizer step, logging,
+// evaluation and saves, the stop check of Note [Preemption]) and the end
+// (final evaluation, checkpoint and model).
 #include "train/trainer.h"
 
 #include <chrono>
@@ -12,6 +16,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/random.h"
+#include "data/integrity.h"
 #include "dist/ddp.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/safetensors.h"
@@ -19,6 +24,7 @@
 #include "optim/optim.h"
 #include "train/checkpoint.h"
 #include "train/metric_log.h"
+#include "train/preemption.h"
 #include "train/progress.h"
 #include "train/task_util.h"
 
@@ -117,79 +123,6 @@ struct LogWindow {
 
 }  // namespace
 
-void TrainingArguments::validate() const {
-  auto positive = [](const char* flag, int64_t v) { KILN_CHECK(v >= 1, flag, " must be >= 1, got ", v); };
-  positive("--batch-size", batch_size);
-  positive("--grad-accum", grad_accum);
-  positive("--max-seq-length", max_seq_length);
-  positive("--logging-steps", logging_steps);
-  KILN_CHECK(eval_batch_size >= 0, "--eval-batch-size must be >= 0, got ", eval_batch_size);
-  KILN_CHECK(workers >= 0, "--workers must be >= 0, got ", workers);
-  KILN_CHECK(std::isfinite(lr) && lr >= 0, "--lr must be a finite number >= 0, got ", lr);
-  KILN_CHECK(warmup_ratio >= 0 && warmup_ratio <= 1, "--warmup-ratio must be in [0, 1], got ", warmup_ratio);
-  KILN_CHECK(warmup_steps >= 0, "--warmup-steps must be >= 0, got ", warmup_steps);
-  KILN_CHECK(max_steps > 0 || (std::isfinite(epochs) && epochs > 0),
-             "--epochs must be > 0 (or give --max-steps), got ", epochs);
-  KILN_CHECK(weight_decay >= 0, "--weight-decay must be >= 0, got ", weight_decay);
-  KILN_CHECK(optimizer == "adamw" || optimizer == "lamb" || optimizer == "sgd",
-             "--optimizer must be adamw, lamb or sgd, got '", optimizer, "'");
-  KILN_CHECK(lr_scheduler == "linear" || lr_scheduler == "cosine" || lr_scheduler == "constant" ||
-                 lr_scheduler == "constant_with_warmup" || lr_scheduler == "polynomial",
-             "--lr-scheduler must be linear, cosine, constant, constant_with_warmup or polynomial, got '",
-             lr_scheduler, "'");
-  KILN_CHECK(mlm_probability > 0 && mlm_probability <= 1, "--mlm-probability must be in (0, 1], got ",
-             mlm_probability);
-  KILN_CHECK(validation_split_percentage >= 0 && validation_split_percentage < 100,
-             "--validation-split-percentage must be in [0, 100), got ", validation_split_percentage);
-  KILN_CHECK(synthetic_documents >= 10, "--synthetic-documents must be >= 10, got ", synthetic_documents);
-  KILN_CHECK(stop_after_steps >= 0, "--stop-after-steps must be >= 0, got ", stop_after_steps);
-  KILN_CHECK(std::isfinite(max_grad_norm), "--max-grad-norm must be finite");
-  KILN_CHECK(amp == "none" || amp == "bf16" || amp == "fp16", "--amp must be none, bf16 or fp16, got '", amp, "'");
-}
-
-nlohmann::json TrainingArguments::to_json() const {
-  return {{"model", model},
-          {"config", config},
-          {"vocab", vocab},
-          {"cased", cased},
-          {"train_file", train_file},
-          {"validation_file", validation_file},
-          {"validation_split_percentage", validation_split_percentage},
-          {"synthetic_documents", synthetic_documents},
-          {"max_seq_length", max_seq_length},
-          {"text_column", text_column},
-          {"pair_column", pair_column},
-          {"label_column", label_column},
-          {"mlm_probability", mlm_probability},
-          {"whole_word_mask", whole_word_mask},
-          {"workers", workers},
-          {"batch_size", batch_size},
-          {"eval_batch_size", eval_batch_size},
-          {"grad_accum", grad_accum},
-          {"lr", lr},
-          {"warmup_ratio", warmup_ratio},
-          {"warmup_steps", warmup_steps},
-          {"epochs", epochs},
-          {"max_steps", max_steps},
-          {"weight_decay", weight_decay},
-          {"optimizer", optimizer},
-          {"lr_scheduler", lr_scheduler},
-          {"adam_beta1", adam_beta1},
-          {"adam_beta2", adam_beta2},
-          {"adam_epsilon", adam_epsilon},
-          {"momentum", momentum},
-          {"max_grad_norm", max_grad_norm},
-          {"seed", seed},
-          {"output_dir", output_dir},
-          {"save_steps", save_steps},
-          {"save_total_limit", save_total_limit},
-          {"eval_steps", eval_steps},
-          {"logging_steps", logging_steps},
-          {"device", device},
-          {"world_size", world_size},
-          {"amp", amp}};
-}
-
 std::shared_ptr<const data::Sampler> training_sampler(const TrainingArguments& a, size_t dataset_size) {
   if (a.world_size > 1)
     return std::make_shared<data::DistributedSampler>(dataset_size, a.rank, a.world_size, /*shuffle=*/true, a.seed);
@@ -202,215 +135,376 @@ int64_t total_training_steps(const TrainingArguments& a, size_t batches_per_epoc
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(micro / static_cast<double>(a.grad_accum))));
 }
 
-TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& user_out,
-                  dist::ProcessGroupPtr group) {
+
+namespace {
+
+// The CRC-32C of the task's vocab.txt ("" when it writes none): the run's
+// vocabulary fingerprint, kept in every checkpoint.
+std::string vocab_fingerprint(const TrainTask& task) {
+  const std::map<std::string, std::string> files = task.extra_files();
+  const auto it = files.find("vocab.txt");
+  if (it == files.end()) return "";
+  return data::crc32c_hex(
+      data::crc32c({reinterpret_cast<const uint8_t*>(it->second.data()), it->second.size()}));
+}
+
+// Doubles reduced over the group (NCCL groups reduce GPU tensors only).
+std::vector<double> all_reduced(const dist::ProcessGroupPtr& group, std::vector<double> v, dist::ReduceOp op) {
+  Tensor t = tensor(std::move(v)).to(group->device());
+  group->all_reduce(t, op);
+  return t.to_vector<double>();
+}
+
+// One call of train(): its phases as member functions (set-up, resume, steps,
+// logging, stopping, the end).
+class TrainingRun {
+ public:
+  TrainingRun(const TrainingArguments& args, TrainTask& task, std::ostream& user_out, dist::ProcessGroupPtr group);
+  TrainResult run();
+
+ private:
+  size_t agreed_batches_per_epoch();
+  void resume_or_start();
+  std::optional<FoundCheckpoint> choose_checkpoint();
+  void check_resumable(const std::string& path, const LoadedCheckpoint& ck);
+  void train_step();
+  MicroBatch next_micro_batch();
+  void log_step(double lr);
+  void after_step();
+  int agreed_stop_signal(const StopSignals& signals);
+  void save(int64_t s);
+  void evaluate(int64_t s);
+  void finish(int stop_signal);
+
+  const TrainingArguments& args_;
+  TrainTask& task_;
+  dist::ProcessGroupPtr group_;
+  const bool distributed_, main_;
+  std::ostringstream discard_;
+  std::ostream& out_;  // user_out on rank 0, discard_ elsewhere (Note [Data-parallel training])
+  const fs::path out_dir_;
+  size_t per_epoch_ = 0;
+  int64_t total_ = 0, warmup_ = 0;
+  nn::Module& model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::Scheduler> scheduler_;
+  std::vector<Tensor> params_;
+  // Mixed precision (ops/autocast.h, optim/grad_scaler.h): autocast around
+  // every forward; loss scaling only for float16.
+  const bool autocast_;
+  const DType low_;
+  optim::GradScaler scaler_;
+  std::string vocab_fingerprint_;  // of the run's start (Note [Exact resume])
+  std::optional<MetricLog> log_;
+  std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  std::optional<Progress> progress_;
+  LogWindow window_;
+  TrainResult result_;
+  int64_t step_ = 0, steps_here_ = 0, last_saved_ = -1, last_eval_ = -1;
+};
+
+TrainingRun::TrainingRun(const TrainingArguments& args, TrainTask& task, std::ostream& user_out,
+                         dist::ProcessGroupPtr group)
+    : args_(args),
+      task_(task),
+      group_(std::move(group)),
+      distributed_(group_ && group_->size() > 1),
+      main_(!group_ || group_->rank() == 0),
+      out_(main_ ? user_out : discard_),
+      out_dir_(args.output_dir),
+      model_(task.model()),
+      autocast_(args.amp != "none"),
+      low_(args.amp == "fp16" ? DType::Float16 : DType::BFloat16),
+      scaler_(optim::GradScalerOptions{.enabled = args.amp == "fp16"}) {
   args.validate();
-  const bool distributed = group && group->size() > 1;
-  const bool main_process = !group || group->rank() == 0;
-  KILN_CHECK(!distributed || (args.world_size == group->size() && args.rank == group->rank()),
+  KILN_CHECK(!distributed_ || (args.world_size == group_->size() && args.rank == group_->rank()),
              "train: TrainingArguments rank/world_size (", args.rank, "/", args.world_size,
-             ") differ from the process group's (", group ? group->rank() : 0, "/", group ? group->size() : 1, ")");
-  std::ostringstream discard;
-  std::ostream& out = main_process ? user_out : discard;  // Note [Data-parallel training]
+             ") differ from the process group's (", group_ ? group_->rank() : 0, "/", group_ ? group_->size() : 1,
+             ")");
   KILN_CHECK(!args.output_dir.empty(), "--output-dir is required");
-  const size_t per_epoch = task.batches_per_epoch();
-  KILN_CHECK(per_epoch > 0, "the training data gives no batch");
-  const fs::path out_dir = args.output_dir;
-
-  TrainResult result;
-  result.total_steps = total_training_steps(args, per_epoch);
-  const int64_t total = result.total_steps;
-  const int64_t warmup =
-      args.warmup_steps > 0 ? args.warmup_steps : static_cast<int64_t>(std::ceil(args.warmup_ratio * total));
-  KILN_CHECK(warmup <= total, "--warmup-steps (", warmup, ") exceeds the run's ", total, " steps");
-
-  nn::Module& model = task.model();
+  check_output_dir_apart_from_model(args);
+  per_epoch_ = agreed_batches_per_epoch();
+  KILN_CHECK(per_epoch_ > 0, "the training data gives no batch", distributed_ ? " on some rank" : "");
+  result_.total_steps = total_ = total_training_steps(args, per_epoch_);
+  warmup_ = args.warmup_steps > 0 ? args.warmup_steps : static_cast<int64_t>(std::ceil(args.warmup_ratio * total_));
+  KILN_CHECK(warmup_ <= total_, "--warmup-steps (", warmup_, ") exceeds the run's ", total_, " steps");
   // The tasks build their model on args.device already; this covers any other
   // TrainTask (a no-op when the model is there). The optimizer holds the
   // parameter tensors, so it comes after the move.
-  move_model_to_device(model, args.device);
-  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(args, model);
-  optim::Scheduler scheduler(*optimizer, make_schedule(args, warmup, total));
-  const std::vector<Tensor> params = parameters_of(model);
-  // Mixed precision (ops/autocast.h, optim/grad_scaler.h): autocast around
-  // every forward; loss scaling only for float16.
-  const bool autocast = args.amp != "none";
-  const DType low = args.amp == "fp16" ? DType::Float16 : DType::BFloat16;
-  optim::GradScaler scaler(optim::GradScalerOptions{.enabled = args.amp == "fp16"});
+  move_model_to_device(model_, args.device);
+  optimizer_ = make_optimizer(args, model_);
+  scheduler_ = std::make_unique<optim::Scheduler>(*optimizer_, make_schedule(args, warmup_, total_));
+  params_ = parameters_of(model_);
+}
 
-  // Resume, or refuse to mix a new run into an old one's files.
-  int64_t step = 0;
-  std::optional<std::string> latest = latest_checkpoint(out_dir.string());
-  if (args.resume) {
-    KILN_CHECK(latest.has_value(), "--resume: no checkpoint-* directory in ", out_dir.string());
-    LoadedCheckpoint ck = load_checkpoint(*latest);
-    const nlohmann::json& st = ck.trainer_state;
-    check_same_architecture(ck.config, task.config(), *latest);
-    KILN_CHECK(st.value("amp", std::string("none")) == args.amp, *latest, " was written with --amp ",
-               st.value("amp", std::string("none")), "; resume it with the same --amp (not ", args.amp, ")");
-    KILN_CHECK(st.value("kind", "") == task.kind(), *latest, " is a '", st.value("kind", "?"),
-               "' checkpoint; this command trains '", task.kind(), "'");
-    KILN_CHECK(st.value("total_steps", int64_t{-1}) == total && st.value("batches_per_epoch", int64_t{-1}) ==
-                                                                     static_cast<int64_t>(per_epoch),
-               *latest, ": its run spans ", st.value("total_steps", int64_t{-1}), " steps of ",
-               st.value("batches_per_epoch", int64_t{-1}), " batches per epoch; these flags give ", total,
-               " steps of ", per_epoch, " (resume with the same data, batch size and step flags)");
-    model.load_state_dict(ck.model);
-    optimizer->load_state_dict(with_prefix("optimizer.", ck.optimizer));
-    scheduler.load_state_dict(with_prefix("scheduler.", ck.optimizer));
-    if (scaler.is_enabled()) scaler.load_state_dict(with_prefix("scaler.", ck.optimizer));
-    default_generator().set_state({st.at("rng").at("seed").get<uint64_t>(), st.at("rng").at("offset").get<uint64_t>()});
-    task.load_loader_state(data::LoaderState::from_map(st.at("loader").get<std::map<std::string, int64_t>>()));
-    step = st.at("step").get<int64_t>();
-    out << "resuming from " << *latest << " at step " << step << "/" << total << "\n";
-  } else {
-    KILN_CHECK(!latest.has_value() && !fs::exists(out_dir / "metrics.jsonl"), out_dir.string(),
+// Note [Agreed step counts].
+size_t TrainingRun::agreed_batches_per_epoch() {
+  const size_t local = task_.batches_per_epoch();
+  if (!distributed_) return local;
+  const std::vector<double> v =
+      all_reduced(group_, {-static_cast<double>(local), static_cast<double>(local)}, dist::ReduceOp::Max);
+  const auto fewest = static_cast<size_t>(-v[0]), most = static_cast<size_t>(v[1]);
+  if (fewest != most)
+    out_ << "note: the ranks' training shards give " << fewest << " to " << most
+         << " batches per epoch; every rank runs " << fewest << " per epoch\n";
+  return fewest;
+}
+
+// rank 0 picks the newest checkpoint that verifies; the others load the same step.
+std::optional<FoundCheckpoint> TrainingRun::choose_checkpoint() {
+  std::optional<FoundCheckpoint> found;
+  double step = -1;
+  if (main_) {
+    std::vector<std::string> skipped;
+    found = load_newest_valid_checkpoint(out_dir_.string(), &skipped);
+    for (const std::string& why : skipped) out_ << "--resume: skipping " << why << "\n";
+    if (found) {
+      step = static_cast<double>(found->checkpoint.trainer_state.at("step").get<int64_t>());
+      KILN_CHECK(fs::path(found->path).filename() == "checkpoint-" + std::to_string(static_cast<int64_t>(step)),
+                 found->path, "/trainer_state.json holds step ", static_cast<int64_t>(step),
+                 ", which is not the directory's");
+    }
+  }
+  if (distributed_) step = all_reduced(group_, {main_ ? step : -1.0}, dist::ReduceOp::Max)[0];
+  KILN_CHECK(step >= 0, "--resume: no checkpoint in ", out_dir_.string(),
+             " verifies (", distributed_ ? "rank 0 says why" : "see the lines above", ")");
+  if (!main_) {
+    const std::string path = (out_dir_ / ("checkpoint-" + std::to_string(static_cast<int64_t>(step)))).string();
+    found = FoundCheckpoint{path, load_checkpoint(path)};
+  }
+  return found;
+}
+
+void TrainingRun::check_resumable(const std::string& path, const LoadedCheckpoint& ck) {
+  const nlohmann::json& st = ck.trainer_state;
+  check_same_architecture(ck.config, task_.config(), path);
+  KILN_CHECK(st.value("amp", std::string("none")) == args_.amp, path, " was written with --amp ",
+             st.value("amp", std::string("none")), "; resume it with the same --amp (not ", args_.amp, ")");
+  KILN_CHECK(st.value("kind", "") == task_.kind(), path, " is a '", st.value("kind", "?"),
+             "' checkpoint; this command trains '", task_.kind(), "'");
+  KILN_CHECK(st.value("total_steps", int64_t{-1}) == total_ &&
+                 st.value("batches_per_epoch", int64_t{-1}) == static_cast<int64_t>(per_epoch_),
+             path, ": its run spans ", st.value("total_steps", int64_t{-1}), " steps of ",
+             st.value("batches_per_epoch", int64_t{-1}), " batches per epoch; these flags give ", total_,
+             " steps of ", per_epoch_, " (resume with the same data, batch size and step flags)");
+  const std::string started_with = st.value("vocab_crc32c", std::string());
+  KILN_CHECK(started_with.empty() || started_with == vocab_fingerprint_, path,
+             ": the run started with another vocabulary (vocab.txt CRC-32C ", started_with, "; this command's is ",
+             vocab_fingerprint_.empty() ? "none" : vocab_fingerprint_,
+             "): resume with the --model / --vocab of the run that wrote it");
+  if (!started_with.empty()) vocab_fingerprint_ = started_with;
+}
+
+// Resume (rank 0 first repairs an interrupted save), or refuse to mix a new
+// run into an old one's files.
+void TrainingRun::resume_or_start() {
+  vocab_fingerprint_ = vocab_fingerprint(task_);
+  if (main_)
+    for (const std::string& line : recover_checkpoints(out_dir_.string())) out_ << line << "\n";
+  if (distributed_) group_->barrier();
+  if (!args_.resume) {
+    KILN_CHECK(list_checkpoints(out_dir_.string()).empty() && !fs::exists(out_dir_ / "metrics.jsonl"),
+               out_dir_.string(),
                " already holds a training run; pass --resume to continue it or choose another --output-dir");
+    return;
   }
+  KILN_CHECK(!list_checkpoints(out_dir_.string()).empty(), "--resume: no checkpoint-* directory in ",
+             out_dir_.string());
+  const std::optional<FoundCheckpoint> found = choose_checkpoint();
+  const LoadedCheckpoint& ck = found->checkpoint;
+  const nlohmann::json& st = ck.trainer_state;
+  check_resumable(found->path, ck);
+  model_.load_state_dict(ck.model);
+  optimizer_->load_state_dict(with_prefix("optimizer.", ck.optimizer));
+  scheduler_->load_state_dict(with_prefix("scheduler.", ck.optimizer));
+  if (scaler_.is_enabled()) scaler_.load_state_dict(with_prefix("scaler.", ck.optimizer));
+  default_generator().set_state({st.at("rng").at("seed").get<uint64_t>(), st.at("rng").at("offset").get<uint64_t>()});
+  task_.load_loader_state(data::LoaderState::from_map(st.at("loader").get<std::map<std::string, int64_t>>()));
+  step_ = st.at("step").get<int64_t>();
+  out_ << "resuming from " << found->path << " at step " << step_ << "/" << total_ << "\n";
+}
 
-  if (distributed) group->barrier();  // every rank has checked the output directory before rank 0 writes to it
-  std::optional<MetricLog> log;
-  if (main_process) log.emplace(out_dir);
-  std::unique_ptr<dist::DistributedDataParallel> ddp;
-  if (distributed) ddp = std::make_unique<dist::DistributedDataParallel>(model, group);
-  auto save = [&](int64_t s) {
-    if (!main_process) return;
-    CheckpointData data;
-    data.model = model.state_dict();
-    data.optimizer = prefixed("optimizer.", optimizer->state_dict());
-    for (auto& [k, v] : prefixed("scheduler.", scheduler.state_dict())) data.optimizer[k] = v;
-    for (auto& [k, v] : prefixed("scaler.", scaler.state_dict())) data.optimizer[k] = v;
-    const data::LoaderState ls = task.loader_state();
-    const PhiloxState rng = default_generator().state();
-    data.trainer_state = {{"step", s},
-                          {"total_steps", total},
-                          {"batches_per_epoch", per_epoch},
-                          {"kind", task.kind()},
-                          {"amp", args.amp},
-                          {"epoch", static_cast<double>(ls.epoch) + static_cast<double>(ls.batches_consumed) / per_epoch},
-                          {"loader", ls.to_map()},
-                          {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
-                          {"eval", result.eval},
-                          {"args", args.to_json()}};
-    data.config = task.config();
-    data.extra_files = task.extra_files();
-    result.last_checkpoint = save_checkpoint(out_dir.string(), s, data, static_cast<int>(args.save_total_limit));
-  };
-  auto evaluate = [&](int64_t s) {
-    std::map<std::string, double> m;
+void TrainingRun::save(int64_t s) {
+  if (!main_) return;
+  CheckpointData data;
+  data.model = model_.state_dict();
+  data.optimizer = prefixed("optimizer.", optimizer_->state_dict());
+  for (auto& [k, v] : prefixed("scheduler.", scheduler_->state_dict())) data.optimizer[k] = v;
+  for (auto& [k, v] : prefixed("scaler.", scaler_.state_dict())) data.optimizer[k] = v;
+  const data::LoaderState ls = task_.loader_state();
+  const PhiloxState rng = default_generator().state();
+  data.trainer_state = {{"step", s},
+                        {"total_steps", total_},
+                        {"batches_per_epoch", per_epoch_},
+                        {"kind", task_.kind()},
+                        {"amp", args_.amp},
+                        {"epoch", static_cast<double>(ls.epoch) + static_cast<double>(ls.batches_consumed) / per_epoch_},
+                        {"loader", ls.to_map()},
+                        {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
+                        {"vocab_crc32c", vocab_fingerprint_},
+                        {"eval", result_.eval},
+                        {"args", args_.to_json()}};
+  data.config = task_.config();
+  data.extra_files = task_.extra_files();
+  result_.last_checkpoint = save_checkpoint(out_dir_.string(), s, data, static_cast<int>(args_.save_total_limit));
+}
+
+void TrainingRun::evaluate(int64_t s) {
+  std::map<std::string, double> m;
+  {
+    AutocastGuard guard(low_, autocast_);
+    m = task_.evaluate();
+  }
+  model_.train();
+  if (m.empty()) return;
+  result_.eval = m;
+  std::map<std::string, double> logged;
+  for (auto& [k, v] : m) logged["eval_" + k] = v;
+  if (log_) log_->log(s, logged);
+  out_ << "eval step " << s << ":" << format_metrics(m) << "\n";
+}
+
+// The next micro-batch of the stream (Note [Training step accounting]); an
+// epoch ends after per_epoch_ batches (Note [Agreed step counts]).
+MicroBatch TrainingRun::next_micro_batch() {
+  AutocastGuard guard(low_, autocast_);
+  std::optional<MicroBatch> mb;
+  if (task_.loader_state().batches_consumed < static_cast<int64_t>(per_epoch_)) mb = task_.forward_next();
+  if (!mb) {
+    task_.start_epoch(task_.loader_state().epoch + 1);
+    mb = task_.forward_next();
+    KILN_CHECK(mb.has_value(), "the training data gives no batch in epoch ", task_.loader_state().epoch);
+  }
+  return std::move(*mb);
+}
+
+void TrainingRun::train_step() {
+  optimizer_->zero_grad();
+  for (int64_t k = 0; k < args_.grad_accum; ++k) {
+    MicroBatch mb = next_micro_batch();
+    const double loss = mb.loss.item<double>();
+    KILN_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step_ + 1,
+               " (try a lower --lr or --max-grad-norm)");
     {
-      AutocastGuard guard(low, autocast);
-      m = task.evaluate();
+      // no all-reduce on accumulation micro-steps; the last one syncs
+      dist::DistributedDataParallel::NoSync no_sync =
+          ddp_ && k + 1 < args_.grad_accum ? ddp_->no_sync() : dist::DistributedDataParallel::NoSync();
+      scaler_.scale(args_.grad_accum > 1 ? mb.loss * (1.0 / static_cast<double>(args_.grad_accum)) : mb.loss)
+          .backward();
     }
-    model.train();
-    if (m.empty()) return;
-    result.eval = m;
-    std::map<std::string, double> logged;
-    for (auto& [k, v] : m) logged["eval_" + k] = v;
-    if (log) log->log(s, logged);
-    out << "eval step " << s << ":" << format_metrics(m) << "\n";
-  };
-
-  model.train();
-  const bool terminal = &out == &std::cout && stdout_is_terminal();
-  Progress progress(total, out, terminal, step);
-  LogWindow window;
-  int64_t steps_here = 0, last_saved = -1, last_eval = -1;
-  while (step < total && !(args.stop_after_steps > 0 && steps_here >= args.stop_after_steps)) {
-    optimizer->zero_grad();
-    for (int64_t k = 0; k < args.grad_accum; ++k) {
-      std::optional<MicroBatch> mb;
-      {
-        AutocastGuard guard(low, autocast);
-        mb = task.forward_next();
-        if (!mb) {
-          task.start_epoch(task.loader_state().epoch + 1);
-          mb = task.forward_next();
-          KILN_CHECK(mb.has_value(), "the training data gives no batch in epoch ", task.loader_state().epoch);
-        }
-      }
-      const double loss = mb->loss.item<double>();
-      KILN_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step + 1,
-                 " (try a lower --lr or --max-grad-norm)");
-      {
-        // no all-reduce on accumulation micro-steps; the last one syncs
-        dist::DistributedDataParallel::NoSync no_sync =
-            ddp && k + 1 < args.grad_accum ? ddp->no_sync() : dist::DistributedDataParallel::NoSync();
-        scaler.scale(args.grad_accum > 1 ? mb->loss * (1.0 / static_cast<double>(args.grad_accum)) : mb->loss)
-            .backward();
-      }
-      window.loss_sum += loss;
-      window.micro_batches += 1;
-      window.tokens += mb->tokens;
-      window.correct += mb->correct;
-      window.predicted += mb->predicted;
-    }
-    if (ddp) ddp->finish_gradient_sync();
-    scaler.unscale_(*optimizer);
-    window.grad_norm_sum +=
-        args.max_grad_norm > 0 ? optim::clip_grad_norm(params, args.max_grad_norm) : optim::grad_norm(params);
-    const double lr = optimizer->lr(0);
-    // A step skipped for non-finite fp16 gradients leaves the schedule where it is (as HF's Trainer).
-    if (scaler.step(*optimizer)) scheduler.step();
-    scaler.update();
-    ++step;
-    ++steps_here;
-    ++window.steps;
-
-    if (step % args.logging_steps == 0 || step == total) {
-      const double elapsed = std::max(seconds_now() - window.start_time, 1e-9);
-      if (distributed) {  // sums over all ranks (a collective: every rank logs at the same steps)
-        Tensor sums = tensor(std::vector<double>{window.loss_sum, static_cast<double>(window.micro_batches),
-                                                 static_cast<double>(window.tokens),
-                                                 static_cast<double>(window.correct),
-                                                 static_cast<double>(window.predicted)})
-                           .to(group->device());  // NCCL groups reduce GPU tensors only
-        group->all_reduce(sums);
-        const std::vector<double> v = sums.to_vector<double>();
-        window.loss_sum = v[0];
-        window.micro_batches = static_cast<int64_t>(v[1]);
-        window.tokens = static_cast<int64_t>(v[2]);
-        window.correct = static_cast<int64_t>(v[3]);
-        window.predicted = static_cast<int64_t>(v[4]);
-      }
-      std::map<std::string, double> m{{"loss", window.loss_sum / static_cast<double>(window.micro_batches)},
-                                      {"lr", lr},
-                                      {"grad_norm", window.grad_norm_sum / static_cast<double>(window.steps)},
-                                      {"tokens_per_s", static_cast<double>(window.tokens) / elapsed}};
-      if (scaler.is_enabled()) m["loss_scale"] = scaler.get_scale();
-      if (window.predicted > 0)
-        m["accuracy"] = static_cast<double>(window.correct) / static_cast<double>(window.predicted);
-      const data::LoaderState ls = task.loader_state();
-      m["epoch"] = static_cast<double>(ls.epoch) + static_cast<double>(ls.batches_consumed) / per_epoch;
-      result.last_loss = m["loss"];
-      if (log) log->log(step, m);
-      progress.update(step, m);
-      window = LogWindow{};
-    }
-    if (args.eval_steps > 0 && step % args.eval_steps == 0) {
-      evaluate(step);
-      last_eval = step;
-    }
-    if (args.save_steps > 0 && step % args.save_steps == 0) {
-      save(step);
-      last_saved = step;
-    }
+    window_.loss_sum += loss;
+    window_.micro_batches += 1;
+    window_.tokens += mb.tokens;
+    window_.correct += mb.correct;
+    window_.predicted += mb.predicted;
   }
-  progress.finish();
-  result.step = step;
-  result.finished = step >= total;
-  if (result.finished && last_eval != step) evaluate(step);
-  if (last_saved != step) save(step);
-  if (result.finished && main_process) {
-    task.config().to_json_file((out_dir / "config.json").string());
-    nn::save_safetensors((out_dir / "model.safetensors").string(), model.state_dict());
-    for (auto& [name, text] : task.extra_files()) write_text_atomic(out_dir / name, text);
-    const fs::path plot = log->write_plot();
-    out << "saved the model to " << out_dir.string() << " and the plot to " << plot.string() << "\n";
-  } else if (!result.finished) {
-    out << "stopped after " << steps_here << " steps at step " << step << "/" << total << "; continue with --resume\n";
+  if (ddp_) ddp_->finish_gradient_sync();
+  scaler_.unscale_(*optimizer_);
+  window_.grad_norm_sum +=
+      args_.max_grad_norm > 0 ? optim::clip_grad_norm(params_, args_.max_grad_norm) : optim::grad_norm(params_);
+  const double lr = optimizer_->lr(0);
+  // A step skipped for non-finite fp16 gradients leaves the schedule where it is (as HF's Trainer).
+  if (scaler_.step(*optimizer_)) scheduler_->step();
+  scaler_.update();
+  ++step_;
+  ++steps_here_;
+  ++window_.steps;
+  if (step_ % args_.logging_steps == 0 || step_ == total_) log_step(lr);
+}
+
+void TrainingRun::log_step(double lr) {
+  const double elapsed = std::max(seconds_now() - window_.start_time, 1e-9);
+  if (distributed_) {  // sums over all ranks (a collective: every rank logs at the same steps)
+    const std::vector<double> v = all_reduced(
+        group_,
+        {window_.loss_sum, static_cast<double>(window_.micro_batches), static_cast<double>(window_.tokens),
+         static_cast<double>(window_.correct), static_cast<double>(window_.predicted)},
+        dist::ReduceOp::Sum);
+    window_.loss_sum = v[0];
+    window_.micro_batches = static_cast<int64_t>(v[1]);
+    window_.tokens = static_cast<int64_t>(v[2]);
+    window_.correct = static_cast<int64_t>(v[3]);
+    window_.predicted = static_cast<int64_t>(v[4]);
   }
-  return result;
+  std::map<std::string, double> m{{"loss", window_.loss_sum / static_cast<double>(window_.micro_batches)},
+                                  {"lr", lr},
+                                  {"grad_norm", window_.grad_norm_sum / static_cast<double>(window_.steps)},
+                                  {"tokens_per_s", static_cast<double>(window_.tokens) / elapsed}};
+  if (scaler_.is_enabled()) m["loss_scale"] = scaler_.get_scale();
+  if (window_.predicted > 0)
+    m["accuracy"] = static_cast<double>(window_.correct) / static_cast<double>(window_.predicted);
+  const data::LoaderState ls = task_.loader_state();
+  m["epoch"] = static_cast<double>(ls.epoch) + static_cast<double>(ls.batches_consumed) / per_epoch_;
+  result_.last_loss = m["loss"];
+  if (log_) log_->log(step_, m);
+  progress_->update(step_, m);
+  window_ = LogWindow{};
+}
+
+void TrainingRun::after_step() {
+  if (args_.eval_steps > 0 && step_ % args_.eval_steps == 0) {
+    evaluate(step_);
+    last_eval_ = step_;
+  }
+  if (args_.save_steps > 0 && step_ % args_.save_steps == 0) {
+    save(step_);
+    last_saved_ = step_;
+  }
+}
+
+// Note [Preemption]: the signal seen on any rank (max over ranks; 0: none).
+int TrainingRun::agreed_stop_signal(const StopSignals& signals) {
+  const int local = signals.received();
+  if (!distributed_) return local;
+  return static_cast<int>(all_reduced(group_, {static_cast<double>(local)}, dist::ReduceOp::Max)[0]);
+}
+
+void TrainingRun::finish(int stop_signal) {
+  progress_->finish();
+  result_.step = step_;
+  result_.finished = step_ >= total_;
+  result_.stop_signal = result_.finished ? 0 : stop_signal;
+  if (result_.finished && last_eval_ != step_) evaluate(step_);
+  if (last_saved_ != step_) save(step_);
+  if (result_.finished && main_) {
+    task_.config().to_json_file((out_dir_ / "config.json").string());
+    nn::save_safetensors((out_dir_ / "model.safetensors").string(), model_.state_dict());
+    for (auto& [name, text] : task_.extra_files()) write_text_atomic(out_dir_ / name, text);
+    const fs::path plot = log_->write_plot();
+    out_ << "saved the model to " << out_dir_.string() << " and the plot to " << plot.string() << "\n";
+  } else if (result_.stop_signal != 0) {
+    out_ << "stopped by " << signal_name(result_.stop_signal) << " after step " << step_ << "/" << total_
+         << ": saved " << result_.last_checkpoint << "; continue with --resume" << std::endl;
+    if (distributed_) group_->barrier();  // the checkpoint is complete before any rank exits
+  } else if (!result_.finished) {
+    out_ << "stopped after " << steps_here_ << " steps at step " << step_ << "/" << total_
+         << "; continue with --resume\n";
+  }
+}
+
+TrainResult TrainingRun::run() {
+  StopSignals signals;  // a signal from here on stops the run after its next step
+  resume_or_start();
+  if (distributed_) group_->barrier();  // every rank has checked the output directory before rank 0 writes to it
+  if (main_) log_.emplace(out_dir_);
+  if (distributed_) ddp_ = std::make_unique<dist::DistributedDataParallel>(model_, group_);
+  model_.train();
+  progress_.emplace(total_, out_, &out_ == &std::cout && stdout_is_terminal(), step_);
+  int stop_signal = 0;
+  while (step_ < total_ && !(args_.stop_after_steps > 0 && steps_here_ >= args_.stop_after_steps)) {
+    train_step();
+    signals.test_hook(step_, distributed_ ? group_->rank() : 0);
+    after_step();
+    if (step_ < total_ && (stop_signal = agreed_stop_signal(signals)) != 0) break;
+  }
+  finish(stop_signal);
+  return result_;
+}
+
+}  // namespace
+
+TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& out, dist::ProcessGroupPtr group) {
+  return TrainingRun(args, task, out, std::move(group)).run();
 }
 
 }  // namespace kiln::train

@@ -30,7 +30,25 @@
 // With --amp fp16 the GradScaler's scale and growth tracker are saved too;
 // a resumed run must use the same --amp.
 // stop_after_steps ends a process early without changing the schedule, the
-// way a job with a time limit stops and later resumes.
+// way a job with a time limit stops and later resumes; so does SIGTERM or
+// SIGINT (Note [Preemption] in train/preemption.h).
+// Resume takes the newest checkpoint that verifies against its manifest
+// (Note [Checkpoint manifest] in train/checkpoint.h), naming any it skipped,
+// and refuses one written for another model shape, task, schedule, --amp or
+// vocabulary: the CRC-32C of vocab.txt at the start of the run is kept in
+// every checkpoint ("vocab_crc32c") and must match the task's vocab.txt.
+//
+// Note [Agreed step counts]
+// Under data parallel every rank must run the same optimizer steps, or the
+// ranks that run more wait in a gradient all-reduce for peers that have
+// finished (a hang until the collective timeout). The samplers give every
+// rank the same number of batches, but a task's data need not (a rank's own
+// files, a length-bucketing sampler). So train() agrees on batches per epoch
+// first: an all_reduce(max) of (-local, local) gives the fewest and the most;
+// every rank then treats an epoch as that fewest number of batches (ending
+// its epoch early when it has more, rank 0 says so) and derives the same total
+// steps from it. tests/dist/test_ddp.cpp (Trainer.AgreesOnStepsWithUnevenShards)
+// runs ranks with 3 and 5 batches per epoch.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -141,7 +159,8 @@ class TrainTask {
 struct TrainResult {
   int64_t step = 0;          // optimizer steps completed (total, across resumes)
   int64_t total_steps = 0;   // steps the schedule spans
-  bool finished = false;     // false when stopped by stop_after_steps
+  bool finished = false;     // false when stopped by stop_after_steps or a signal
+  int stop_signal = 0;       // SIGTERM / SIGINT that stopped the run (Note [Preemption]), else 0
   double last_loss = 0;      // mean loss of the last logging window
   std::map<std::string, double> eval;  // the last evaluation
   std::string last_checkpoint;
@@ -158,9 +177,18 @@ struct TrainResult {
 // Rank 0 alone prints, logs and writes checkpoints and the final model; the
 // logged loss, accuracy and tokens/s are over all ranks. Every rank
 // evaluates the whole validation set (same result everywhere) and resumes
-// from the same checkpoint.
+// from the same checkpoint (rank 0 picks it and broadcasts its step). The
+// ranks agree on the steps (Note [Agreed step counts]) and on stopping (Note
+// [Preemption]).
 TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& out,
                   dist::ProcessGroupPtr group = nullptr);
+
+// kiln::Error unless args.output_dir and the input model directory args.model
+// are apart: the output directory must not be, contain or lie inside it
+// (compared as canonical paths, and as the same file for bind mounts), since
+// the final save would overwrite the pretrained weights and
+// --overwrite-output-dir would delete them. Nothing to check without --model.
+void check_output_dir_apart_from_model(const TrainingArguments& args);
 
 // The training sampler of a task: each rank's shard under data parallel,
 // else a seeded random permutation.

@@ -401,3 +401,120 @@ TEST(DeadRank, DISABLED_ExitingRank) { train_until_a_rank_dies(false); }
 
 }  // namespace
 }  // namespace kiln::dist
+
+// ---- the training loop under data parallel (train/trainer.h) ---------------
+
+#include <signal.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "nn/layers.h"
+#include "train/trainer.h"
+
+namespace kiln::dist {
+namespace {
+
+using testing::pg;
+
+// A regression task whose rank r holds 3 + 2r batches per epoch (uneven
+// shards), optionally raising `signal` in its own process during step
+// `signal_step` (on rank `signal_rank`).
+class UnevenTask final : public train::TrainTask {
+ public:
+  explicit UnevenTask(int rank, int signal = 0, int64_t signal_step = 0, int signal_rank = 0)
+      : rank_(rank), signal_(signal), signal_step_(signal_step), signal_rank_(signal_rank) {
+    manual_seed(3);
+    model_ = std::make_shared<nn::Linear>(4, 1);
+  }
+  nn::Module& model() override { return *model_; }
+  const BertConfig& config() const override { return config_; }
+  std::string kind() const override { return "uneven"; }
+  size_t batches_per_epoch() const override { return static_cast<size_t>(3 + 2 * rank_); }
+  data::LoaderState loader_state() const override { return state_; }
+  void load_loader_state(const data::LoaderState& s) override { state_ = s; }
+  void start_epoch(int64_t epoch) override { state_ = {epoch, 0}; }
+  std::optional<train::MicroBatch> forward_next() override {
+    if (state_.batches_consumed >= static_cast<int64_t>(batches_per_epoch())) return std::nullopt;
+    ++forwards_;
+    if (signal_ != 0 && rank_ == signal_rank_ && forwards_ == signal_step_) ::raise(signal_);
+    max_batch_ = std::max(max_batch_, state_.batches_consumed);
+    Generator gen(static_cast<uint64_t>(100 * state_.epoch + 10 * state_.batches_consumed + rank_));
+    const Tensor x = randn({2, 4}, {}, &gen), y = randn({2, 1}, {}, &gen);
+    ++state_.batches_consumed;
+    const Tensor d = sub(model_->forward(x), y);
+    train::MicroBatch mb;
+    mb.loss = mean(mul(d, d));
+    mb.tokens = 2;
+    return mb;
+  }
+  std::map<std::string, double> evaluate() override { return {}; }
+  double loader_wait_seconds() const override { return 0; }
+  int64_t max_batch_index() const { return max_batch_; }
+
+ private:
+  int rank_, signal_;
+  int64_t signal_step_;
+  int signal_rank_;
+  BertConfig config_;
+  std::shared_ptr<nn::Linear> model_;
+  data::LoaderState state_;
+  int64_t forwards_ = 0, max_batch_ = -1;
+};
+
+train::TrainingArguments uneven_args(const std::string& name) {
+  const std::string dir =
+      std::string(KILN_BINARY_DIR) + "/ddp_trainer_" + name + "_np" + std::to_string(pg().size());
+  if (pg().rank() == 0) std::filesystem::remove_all(dir);
+  pg().barrier();
+  train::TrainingArguments a;
+  a.output_dir = dir;
+  a.optimizer = "sgd";
+  a.lr = 0.05;
+  a.epochs = 2;
+  a.save_steps = 0;
+  a.logging_steps = 1;
+  a.workers = 0;
+  a.rank = pg().rank();
+  a.world_size = pg().size();
+  return a;
+}
+
+// Note [Agreed step counts]: ranks with 3 and 5 batches per epoch all run
+// 2 epochs of 3 batches (6 steps) and end with the same weights; before the
+// ranks agreed, rank 1 ran 10 steps and waited for rank 0 in its 7th
+// gradient all-reduce until the collective timeout.
+TEST(Trainer, AgreesOnStepsWithUnevenShards) {
+  const train::TrainingArguments a = uneven_args("uneven");
+  UnevenTask task(pg().rank());
+  std::ostringstream log;
+  const train::TrainResult r = train::train(a, task, log, default_process_group());
+  EXPECT_TRUE(r.finished);
+  EXPECT_EQ(r.total_steps, 6);
+  EXPECT_EQ(r.step, 6);
+  EXPECT_EQ(task.max_batch_index(), 2);  // no rank read past the agreed 3 batches of an epoch
+  EXPECT_TRUE(testing::same_on_all_ranks(task.model().named_parameters()[0].second));
+  if (pg().size() > 1 && pg().rank() == 0) {
+    EXPECT_NE(log.str().find("every rank runs 3 per epoch"), std::string::npos) << log.str();
+  }
+}
+
+// Note [Preemption]: SIGTERM raised in the last rank's process during step 2
+// stops every rank after step 2, with one checkpoint of that step.
+TEST(Trainer, ASignalOnOneRankStopsEveryRankAtTheSameStep) {
+  const train::TrainingArguments a = uneven_args("signal");
+  UnevenTask task(pg().rank(), SIGTERM, /*signal_step=*/2, /*signal_rank=*/pg().size() - 1);
+  std::ostringstream log;
+  const train::TrainResult r = train::train(a, task, log, default_process_group());
+  EXPECT_FALSE(r.finished);
+  EXPECT_EQ(r.stop_signal, SIGTERM);
+  EXPECT_EQ(r.step, 2);
+  if (pg().rank() == 0) {
+    EXPECT_TRUE(std::filesystem::exists(a.output_dir + "/checkpoint-2")) << log.str();
+    EXPECT_NE(log.str().find("stopped by SIGTERM after step 2/6"), std::string::npos) << log.str();
+  }
+  EXPECT_TRUE(testing::same_on_all_ranks(task.model().named_parameters()[0].second));
+}
+
+}  // namespace
+}  // namespace kiln::dist

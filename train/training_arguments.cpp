@@ -1,0 +1,128 @@
+// TrainingArguments (train/trainer.h): range checks of the flags, the JSON
+// recorded in every checkpoint, and where a run may write.
+#include <cmath>
+#include <filesystem>
+
+#include "train/trainer.h"
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+// An absolute path with symbolic links resolved as far as it exists, without a trailing separator.
+fs::path canonical_dir(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+  if (ec) p = fs::absolute(path).lexically_normal();
+  if (p.filename().empty() && p.has_relative_path()) p = p.parent_path();
+  return p;
+}
+
+// Same directory: equal canonical paths, or the same file (bind mounts).
+bool same_directory(const fs::path& a, const fs::path& b) {
+  if (a == b) return true;
+  std::error_code ec;
+  return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec);
+}
+
+// `inner` is `outer` or lies somewhere below it.
+bool is_within(fs::path inner, const fs::path& outer) {
+  for (;;) {
+    if (same_directory(inner, outer)) return true;
+    if (!inner.has_relative_path()) return false;
+    inner = inner.parent_path();
+  }
+}
+
+}  // namespace
+
+void check_output_dir_apart_from_model(const TrainingArguments& a) {
+  if (a.model.empty() || a.output_dir.empty()) return;
+  const fs::path model = canonical_dir(a.model), out = canonical_dir(a.output_dir);
+  const std::string both = "--output-dir " + a.output_dir + " and --model " + a.model;
+  KILN_CHECK(!same_directory(out, model), both,
+             " are the same directory: the run would overwrite the pretrained weights it starts from "
+             "(and --overwrite-output-dir would delete them); choose another --output-dir");
+  KILN_CHECK(!is_within(out, model), both, ": the output directory lies inside the input model directory (",
+             model.string(), "), so the run would write into the model it starts from; choose a --output-dir "
+             "outside it");
+  KILN_CHECK(!is_within(model, out), both, ": the output directory contains the input model directory (",
+             model.string(), "), so --overwrite-output-dir or --save-total-limit could delete the model the run "
+             "starts from; choose a --output-dir that does not contain it");
+}
+
+void TrainingArguments::validate() const {
+  auto positive = [](const char* flag, int64_t v) { KILN_CHECK(v >= 1, flag, " must be >= 1, got ", v); };
+  positive("--batch-size", batch_size);
+  positive("--grad-accum", grad_accum);
+  positive("--max-seq-length", max_seq_length);
+  positive("--logging-steps", logging_steps);
+  KILN_CHECK(eval_batch_size >= 0, "--eval-batch-size must be >= 0, got ", eval_batch_size);
+  KILN_CHECK(workers >= 0, "--workers must be >= 0, got ", workers);
+  KILN_CHECK(std::isfinite(lr) && lr >= 0, "--lr must be a finite number >= 0, got ", lr);
+  KILN_CHECK(warmup_ratio >= 0 && warmup_ratio <= 1, "--warmup-ratio must be in [0, 1], got ", warmup_ratio);
+  KILN_CHECK(warmup_steps >= 0, "--warmup-steps must be >= 0, got ", warmup_steps);
+  KILN_CHECK(max_steps > 0 || (std::isfinite(epochs) && epochs > 0),
+             "--epochs must be > 0 (or give --max-steps), got ", epochs);
+  KILN_CHECK(weight_decay >= 0, "--weight-decay must be >= 0, got ", weight_decay);
+  KILN_CHECK(optimizer == "adamw" || optimizer == "lamb" || optimizer == "sgd",
+             "--optimizer must be adamw, lamb or sgd, got '", optimizer, "'");
+  KILN_CHECK(lr_scheduler == "linear" || lr_scheduler == "cosine" || lr_scheduler == "constant" ||
+                 lr_scheduler == "constant_with_warmup" || lr_scheduler == "polynomial",
+             "--lr-scheduler must be linear, cosine, constant, constant_with_warmup or polynomial, got '",
+             lr_scheduler, "'");
+  KILN_CHECK(mlm_probability > 0 && mlm_probability <= 1, "--mlm-probability must be in (0, 1], got ",
+             mlm_probability);
+  KILN_CHECK(validation_split_percentage >= 0 && validation_split_percentage < 100,
+             "--validation-split-percentage must be in [0, 100), got ", validation_split_percentage);
+  KILN_CHECK(synthetic_documents >= 10, "--synthetic-documents must be >= 10, got ", synthetic_documents);
+  KILN_CHECK(stop_after_steps >= 0, "--stop-after-steps must be >= 0, got ", stop_after_steps);
+  KILN_CHECK(std::isfinite(max_grad_norm), "--max-grad-norm must be finite");
+  KILN_CHECK(amp == "none" || amp == "bf16" || amp == "fp16", "--amp must be none, bf16 or fp16, got '", amp, "'");
+}
+
+nlohmann::json TrainingArguments::to_json() const {
+  return {{"model", model},
+          {"config", config},
+          {"vocab", vocab},
+          {"cased", cased},
+          {"train_file", train_file},
+          {"validation_file", validation_file},
+          {"validation_split_percentage", validation_split_percentage},
+          {"synthetic_documents", synthetic_documents},
+          {"max_seq_length", max_seq_length},
+          {"text_column", text_column},
+          {"pair_column", pair_column},
+          {"label_column", label_column},
+          {"mlm_probability", mlm_probability},
+          {"whole_word_mask", whole_word_mask},
+          {"workers", workers},
+          {"batch_size", batch_size},
+          {"eval_batch_size", eval_batch_size},
+          {"grad_accum", grad_accum},
+          {"lr", lr},
+          {"warmup_ratio", warmup_ratio},
+          {"warmup_steps", warmup_steps},
+          {"epochs", epochs},
+          {"max_steps", max_steps},
+          {"weight_decay", weight_decay},
+          {"optimizer", optimizer},
+          {"lr_scheduler", lr_scheduler},
+          {"adam_beta1", adam_beta1},
+          {"adam_beta2", adam_beta2},
+          {"adam_epsilon", adam_epsilon},
+          {"momentum", momentum},
+          {"max_grad_norm", max_grad_norm},
+          {"seed", seed},
+          {"output_dir", output_dir},
+          {"save_steps", save_steps},
+          {"save_total_limit", save_total_limit},
+          {"eval_steps", eval_steps},
+          {"logging_steps", logging_steps},
+          {"device", device},
+          {"world_size", world_size},
+          {"amp", amp}};
+}
+
+}  // namespace kiln::train
