@@ -7,7 +7,8 @@
 # Builds it with clang++-14 in build-fuzz/ (-DKILN_FUZZ=ON: the kiln library
 # with -fsanitize=fuzzer-no-link,address,undefined, the target with libFuzzer),
 # copies the seed corpus tests/fuzz/corpus/NAME/ into a scratch directory, fuzzes
-# for SECONDS (default 60) and prints the execution count. Crash inputs are
+# for SECONDS (default 60) and prints libFuzzer's last status line (cov, ft,
+# corpus, rss), the execution count and the peak RSS. Crash inputs are
 # left in the scratch directory's artifacts/ and the exit status is non-zero.
 #
 # Environment: KILN_FUZZ_BUILD (build directory, default <repo>/build-fuzz),
@@ -36,8 +37,10 @@ fi
 corpus=$root/tests/fuzz/corpus/$name
 [[ -d $corpus ]] || { echo "fuzz.sh: no seed corpus $corpus" >&2; exit 2; }
 
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKILN_FUZZ=ON -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF >/dev/null
+  -DKILN_FUZZ=ON -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF "${launcher[@]}" >/dev/null
 nice ninja -C "$build" -j "$jobs" "fuzz_$name"
 
 work=${KILN_FUZZ_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-fuzz-$name.XXXXXX")}
@@ -55,9 +58,11 @@ status=$?
 set -e
 
 execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/log" | grep -o '[0-9]*$' || true)
+rss=$(grep -o 'stat::peak_rss_mb: *[0-9]*' "$work/log" | grep -o '[0-9]*$' || true)
 grep -E '^#[0-9]+[[:space:]]' "$work/log" | tail -n 1 || true
 grep -E '^Done [0-9]+ runs' "$work/log" || true
-echo "fuzz.sh: $name: ${execs:-?} executions in ${seconds}s, exit status $status, corpus $(ls "$work/corpus" | wc -l) inputs"
+echo "fuzz.sh: $name: ${execs:-?} executions in ${seconds}s, peak RSS ${rss:-?} MB, exit status $status," \
+  "corpus $(ls "$work/corpus" | wc -l) inputs"
 if [[ $status -ne 0 ]]; then
   echo "fuzz.sh: crash inputs in $work/artifacts:" >&2
   ls -l "$work/artifacts" >&2
