@@ -12,9 +12,14 @@
 // param_groups_no_decay (group 0 the weight, group 1 the bias), a linear
 // warmup schedule, and an enabled GradScaler (--amp fp16).
 //
-// Properties: every step either succeeds or throws kiln::Error; an accepted
+// Then one training step as train() takes it after a resume (loss scaled,
+// backward, unscale_, scaler step, scheduler step, scaler update), with
+// whatever state loaded (fresh state where a load was rejected).
+//
+// Properties: every load either succeeds or throws kiln::Error; an accepted
 // trainer state is an object with an integer "step"; an optimizer state that
-// loads gives back a state_dict() that loads again into a fresh optimizer.
+// (likewise a schedule, a scaler state) gives back a state_dict() that loads
+// again into a fresh one; the training step after the loads throws nothing.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +28,7 @@
 
 #include "core/error.h"
 #include "nn/layers.h"
+#include "ops/ops.h"
 #include "optim/optim.h"
 #include "scratch.h"
 #include "train/checkpoint.h"
@@ -83,7 +89,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     require(loads([&] { fresh->load_state_dict(optimizer->state_dict()); }),
             "a loaded optimizer state saves and loads again");
   }
-  (void)loads([&] { scheduler.load_state_dict(with_prefix("scheduler.", ck.optimizer)); });
-  (void)loads([&] { scaler.load_state_dict(with_prefix("scaler.", ck.optimizer)); });
+  if (loads([&] { scheduler.load_state_dict(with_prefix("scheduler.", ck.optimizer)); })) {
+    const auto fresh_optimizer = make_optimizer(model);
+    kiln::optim::Scheduler fresh(*fresh_optimizer, kiln::optim::linear_schedule_with_warmup(2, 10));
+    require(loads([&] { fresh.load_state_dict(scheduler.state_dict()); }), "a loaded schedule saves and loads again");
+  }
+  if (loads([&] { scaler.load_state_dict(with_prefix("scaler.", ck.optimizer)); })) {
+    kiln::optim::GradScaler fresh(kiln::optim::GradScalerOptions{.enabled = true});
+    require(loads([&] { fresh.load_state_dict(scaler.state_dict()); }), "a loaded scaler state saves and loads again");
+  }
+
+  try {
+    scaler.scale(kiln::sum(model.forward(kiln::ones({4, 3})))).backward();
+    scaler.unscale_(*optimizer);
+    if (scaler.step(*optimizer)) scheduler.step();
+    scaler.update();
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    require(false, "a training step after loading the checkpoint does not throw");
+  }
   return 0;
 }

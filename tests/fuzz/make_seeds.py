@@ -16,6 +16,8 @@
                                    model.safetensors, optimizer.safetensors,
                                    trainer_state.json joined by "\n--8<--\n")
   tests/fuzz/corpus/metrics_jsonl/ metrics.jsonl files
+  tests/fuzz/crashes/              inputs that still crash a target (not replayed;
+                                   see crashes/README.md)
 
 Run from anywhere: python3 tests/fuzz/make_seeds.py. Existing seeds of these
 names are overwritten; other files in the directories are left alone.
@@ -451,6 +453,31 @@ def metrics_jsonl_seeds():
     write("metrics_jsonl", "bad_not_object", '[1, 2]\n')
 
 
+# ---- inputs that still crash (tests/fuzz/crashes/, not replayed) -------------
+
+def write_crash(target, name, data):
+    directory = os.path.join(HERE, "crashes", target)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, name), "wb") as f:
+        f.write(data)
+
+
+def crash_inputs():
+    depth = 200000  # 20,000 already overflow the stack under ASan, 200,000 also without
+    one_shard = corpus([[[[5, 6, 7], [8, 9]], [[10, 11, 12, 13]]]])
+    index, rest = one_shard.split(b"KILNTOKS", 1)
+    special = b'"special_ids": {\n    "pad": 0,\n    "unk": 1,\n    "cls": 2,\n    "sep": 3,\n    "mask": 4\n  }'
+    assert special in index
+    deep = index.replace(special, b'"special_ids": ' + b"[" * depth + b"]" * depth)
+    write_crash("corpus", "stack_overflow_deep_special_ids", deep)
+    write_crash("checkpoint", "optimizer_step_int64_max", checkpoint(optimizer=optimizer_state(
+        edit=set_value("optimizer.state.0.step", 2**63 - 1))))
+    write_crash("checkpoint", "scheduler_last_step_int64_max", checkpoint(optimizer=optimizer_state(
+        edit=set_value("scheduler.last_step", 2**63 - 1))))
+    write_crash("checkpoint", "scaler_growth_interval_int64_max", checkpoint(optimizer=optimizer_state(
+        edit=set_value("scaler.growth_interval", 2**63 - 1))))
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     bert_config_seeds()
@@ -461,3 +488,4 @@ if __name__ == "__main__":
     args_file_seeds()
     checkpoint_seeds()
     metrics_jsonl_seeds()
+    crash_inputs()
