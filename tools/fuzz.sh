@@ -50,10 +50,17 @@ args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=
       -artifact_prefix="$work/artifacts/")
 [[ -f $root/tests/fuzz/$name.dict ]] && args+=(-dict="$root/tests/fuzz/$name.dict")
 
+# Targets whose reader takes a path write each input into a scratch folder
+# (tests/fuzz/scratch.h). libFuzzer ends with _Exit, so the target cannot remove
+# it: give it one here (in /dev/shm when writable) and remove it afterwards.
+shm=/dev/shm; [[ -d $shm && -w $shm ]] || shm=${TMPDIR:-/tmp}
+scratch=$(mktemp -d "$shm/kiln-fuzz-$name.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+
 echo "fuzz.sh: fuzzing $name for ${seconds}s in $work"
 set +e
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-  nice "$build/bin/fuzz_$name" "${args[@]}" "$@" "$work/corpus" >"$work/log" 2>&1
+  KILN_FUZZ_SCRATCH=$scratch nice "$build/bin/fuzz_$name" "${args[@]}" "$@" "$work/corpus" >"$work/log" 2>&1
 status=$?
 set -e
 

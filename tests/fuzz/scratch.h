@@ -1,8 +1,15 @@
 // Helpers for fuzz targets whose reader takes a path, not bytes: a private
-// scratch directory (made once per process under $TMPDIR, removed at exit)
-// that the target empties and refills for every input, so that no file of an
-// earlier input can influence a later one.
+// scratch directory (made once per process, removed at exit) that the target
+// empties and refills for every input, so that no file of an earlier input can
+// influence a later one. It is made under $KILN_FUZZ_SCRATCH, else /dev/shm
+// when writable (creating and removing files there is about 5x faster than on
+// a disk-backed /tmp, which otherwise bounds these targets' exec/s), else
+// $TMPDIR, else /tmp. A replay run removes it at exit; a libFuzzer run ends
+// with _Exit and leaves it behind, so tools/fuzz.sh passes KILN_FUZZ_SCRATCH
+// and removes that folder itself.
 #pragma once
+
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -26,8 +33,11 @@ inline void require(bool ok, const char* target, const char* what) {
 class Scratch {
  public:
   Scratch() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/kiln-fuzz-scratch.XXXXXX";
+    std::string base = "/tmp";
+    if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp) base = tmp;
+    if (::access("/dev/shm", W_OK | X_OK) == 0) base = "/dev/shm";
+    if (const char* dir = std::getenv("KILN_FUZZ_SCRATCH"); dir && *dir) base = dir;
+    std::string tmpl = base + "/kiln-fuzz-scratch.XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
     if (::mkdtemp(buf.data()) == nullptr) {
