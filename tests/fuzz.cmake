@@ -1,6 +1,8 @@
 # Fuzz targets: every tests/fuzz/fuzz_<name>.cpp defines
 #   extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 # and becomes an executable fuzz_<name> (in build/bin) linking the kiln library.
+# fuzz_args_file also compiles tools/args_file.cpp and tools/cmd_train.cpp
+# (the kiln tool's sources, not in the library) and needs CLI11.
 # Its seed corpus is tests/fuzz/corpus/<name>/ and ctest replays it as
 # "fuzz_replay_<name>".
 #
@@ -26,9 +28,15 @@ if(KILN_FUZZ)
   target_link_options(kiln PRIVATE -fsanitize=address,undefined)
 endif()
 
+find_package(CLI11 QUIET)
+
 foreach(src ${KILN_FUZZ_SOURCES})
   get_filename_component(target ${src} NAME_WE)       # fuzz_<name>
   string(REGEX REPLACE "^fuzz_" "" name ${target})     # <name>
+  if(name STREQUAL "args_file" AND NOT TARGET CLI11::CLI11)
+    message(STATUS "fuzz_args_file: CLI11 not found, target skipped")
+    continue()
+  endif()
   if(KILN_FUZZ)
     add_executable(${target} ${src})
     target_compile_options(${target} PRIVATE -fsanitize=fuzzer ${KILN_FUZZ_SANITIZERS})
@@ -41,6 +49,10 @@ foreach(src ${KILN_FUZZ_SOURCES})
   set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
   target_compile_options(${target} PRIVATE ${KILN_WARNINGS})
   target_link_libraries(${target} PRIVATE kiln kiln_deps_private)
+  if(name STREQUAL "args_file")
+    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tools/args_file.cpp ${PROJECT_SOURCE_DIR}/tools/cmd_train.cpp)
+    target_link_libraries(${target} PRIVATE CLI11::CLI11)
+  endif()
   add_test(NAME fuzz_replay_${name} COMMAND ${target} ${replay_args} ${KILN_FUZZ_DIR}/corpus/${name})
   set_tests_properties(fuzz_replay_${name} PROPERTIES TIMEOUT 300)
 endforeach()

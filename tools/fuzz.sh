@@ -7,7 +7,8 @@
 # Builds it with clang++-14 in build-fuzz/ (-DKILN_FUZZ=ON: the kiln library
 # with -fsanitize=fuzzer-no-link,address,undefined, the target with libFuzzer),
 # copies the seed corpus tests/fuzz/corpus/NAME/ into a scratch directory, fuzzes
-# for SECONDS (default 60) and prints the execution count. Crash inputs are
+# for SECONDS (default 60) and prints libFuzzer's last status line (cov, ft,
+# corpus, rss), the execution count and the peak RSS. Crash inputs are
 # left in the scratch directory's artifacts/ and the exit status is non-zero.
 #
 # Environment: KILN_FUZZ_BUILD (build directory, default <repo>/build-fuzz),
@@ -36,8 +37,10 @@ fi
 corpus=$root/tests/fuzz/corpus/$name
 [[ -d $corpus ]] || { echo "fuzz.sh: no seed corpus $corpus" >&2; exit 2; }
 
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKILN_FUZZ=ON -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF >/dev/null
+  -DKILN_FUZZ=ON -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF "${launcher[@]}" >/dev/null
 nice ninja -C "$build" -j "$jobs" "fuzz_$name"
 
 work=${KILN_FUZZ_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-fuzz-$name.XXXXXX")}
@@ -47,17 +50,26 @@ args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=
       -artifact_prefix="$work/artifacts/")
 [[ -f $root/tests/fuzz/$name.dict ]] && args+=(-dict="$root/tests/fuzz/$name.dict")
 
+# Targets whose reader takes a path write each input into a scratch folder
+# (tests/fuzz/scratch.h). libFuzzer ends with _Exit, so the target cannot remove
+# it: give it one here (in /dev/shm when writable) and remove it afterwards.
+shm=/dev/shm; [[ -d $shm && -w $shm ]] || shm=${TMPDIR:-/tmp}
+scratch=$(mktemp -d "$shm/kiln-fuzz-$name.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+
 echo "fuzz.sh: fuzzing $name for ${seconds}s in $work"
 set +e
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-  nice "$build/bin/fuzz_$name" "${args[@]}" "$@" "$work/corpus" >"$work/log" 2>&1
+  KILN_FUZZ_SCRATCH=$scratch nice "$build/bin/fuzz_$name" "${args[@]}" "$@" "$work/corpus" >"$work/log" 2>&1
 status=$?
 set -e
 
 execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/log" | grep -o '[0-9]*$' || true)
+rss=$(grep -o 'stat::peak_rss_mb: *[0-9]*' "$work/log" | grep -o '[0-9]*$' || true)
 grep -E '^#[0-9]+[[:space:]]' "$work/log" | tail -n 1 || true
 grep -E '^Done [0-9]+ runs' "$work/log" || true
-echo "fuzz.sh: $name: ${execs:-?} executions in ${seconds}s, exit status $status, corpus $(ls "$work/corpus" | wc -l) inputs"
+echo "fuzz.sh: $name: ${execs:-?} executions in ${seconds}s, peak RSS ${rss:-?} MB, exit status $status," \
+  "corpus $(ls "$work/corpus" | wc -l) inputs"
 if [[ $status -ne 0 ]]; then
   echo "fuzz.sh: crash inputs in $work/artifacts:" >&2
   ls -l "$work/artifacts" >&2

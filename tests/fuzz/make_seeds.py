@@ -5,6 +5,19 @@
                                    scalars, zero-sized tensors) and near-misses
   tests/fuzz/corpus/bert_config/   the all-MiniLM-L6-v2 config, presets, minimal
                                    and broken configs
+  tests/fuzz/corpus/corpus/        `kiln prepare` folders (index.json + shards,
+                                   concatenated) and corrupt ones
+  tests/fuzz/corpus/labeled_file/  GLUE-style TSV, CSV and JSONL files (byte 0:
+                                   the target's option bits)
+  tests/fuzz/corpus/vocab/         vocab.txt files
+  tests/fuzz/corpus/tokenizer_config/  Hugging Face tokenizer_config.json files
+  tests/fuzz/corpus/args_file/     --args-file JSON for kiln pretrain/finetune
+  tests/fuzz/corpus/checkpoint/    checkpoint-N folders (config.json,
+                                   model.safetensors, optimizer.safetensors,
+                                   trainer_state.json joined by "\n--8<--\n")
+  tests/fuzz/corpus/metrics_jsonl/ metrics.jsonl files
+  tests/fuzz/crashes/              inputs that still crash a target (not replayed;
+                                   see crashes/README.md)
 
 Run from anywhere: python3 tests/fuzz/make_seeds.py. Existing seeds of these
 names are overwritten; other files in the directories are left alone.
@@ -118,6 +131,361 @@ def bert_config_seeds():
     write("bert_config", "bad_json", '{"vocab_size": 30522, "hidden_size": ')
 
 
+
+# ---- corpus (data/corpus.h Notes [Token shard format], [Corpus index]) ------
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def shard(documents, vocab_size, version=1, checksum=None):
+    """documents: lists of sentences (lists of ids). Returns (bytes, counts)."""
+    tokens, sentence_starts, document_starts = [], [0], [0]
+    for doc in documents:
+        for sentence in doc:
+            tokens += sentence
+            sentence_starts.append(len(tokens))
+        document_starts.append(len(sentence_starts) - 1)
+    body = struct.pack(f"<{len(tokens)}i", *tokens)
+    body += b"\0" * (-len(body) % 8)
+    body += struct.pack(f"<{len(sentence_starts)}Q", *sentence_starts)
+    body += struct.pack(f"<{len(document_starts)}Q", *document_starts)
+    real = fnv1a64(body)
+    header = b"KILNTOKS" + struct.pack("<IIQQQQQQ", version, 64, len(tokens), len(sentence_starts) - 1,
+                                       len(document_starts) - 1, vocab_size,
+                                       real if checksum is None else checksum, 0)
+    counts = {"num_tokens": len(tokens), "num_sentences": len(sentence_starts) - 1,
+              "num_documents": len(document_starts) - 1, "checksum": f"{real if checksum is None else checksum:016x}"}
+    return header + body, counts
+
+
+def corpus(shards_docs, vocab_size=30, index_edit=None, shard_edit=None):
+    """An index.json followed by its shards, as fuzz_corpus reads them."""
+    shards, entries = [], []
+    totals = {"num_tokens": 0, "num_sentences": 0, "num_documents": 0}
+    for k, docs in enumerate(shards_docs):
+        data, counts = shard(docs, vocab_size)
+        if shard_edit:
+            data = shard_edit(k, data)
+            if len(data) >= 56:  # the index repeats the (possibly edited) header checksum
+                counts["checksum"] = f"{struct.unpack_from('<Q', data, 48)[0]:016x}"
+        entries.append({"file": f"shard-{k:05d}.bin", **{key: counts[key] for key in totals},
+                        "first_token": totals["num_tokens"], "first_sentence": totals["num_sentences"],
+                        "first_document": totals["num_documents"], "checksum": counts["checksum"]})
+        for key in totals:
+            totals[key] += counts[key]
+        shards.append(data)
+    index = {"format": "kiln-token-corpus", "version": 1, "vocab_size": vocab_size,
+             "vocab_fingerprint": "8f3c0a8e2b1d4c67", "lowercase": True,
+             "special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}, **totals, "shards": entries,
+             "sources": [{"path": "wiki.txt", "lines": 9, "blank_lines": 2, "dropped_lines": 0,
+                          "first_document": 0, "num_documents": totals["num_documents"]}],
+             "options": {"shard_tokens": 16, "max_sentences_per_document": 0}}
+    if index_edit:
+        index_edit(index)
+    return json.dumps(index, indent=2).encode() + b"\n" + b"".join(shards)
+
+
+def corpus_seeds():
+    two_docs = [[[5, 6, 7], [8, 9]], [[10, 11, 12, 13]]]
+    write("corpus", "one_shard", corpus([two_docs]))
+    write("corpus", "two_shards", corpus([two_docs, [[[14], [15, 16, 17]], [[29]]]]))
+    write("corpus", "odd_tokens", corpus([[[[5, 6, 7]]]]))          # 3 tokens: 4 bytes of padding
+    write("corpus", "single_token", corpus([[[[0]]]], vocab_size=1))
+    write("corpus", "empty_shard_list", corpus([]))
+    write("corpus", "many_documents", corpus([[[[5 + i % 20] * (1 + i % 3)] for i in range(40)]]))
+
+    def patch(offset, value, fmt="<Q"):
+        return lambda k, d: d[:offset] + struct.pack(fmt, value) + d[offset + struct.calcsize(fmt):]
+    write("corpus", "bad_checksum", corpus([two_docs], shard_edit=lambda k, d: d[:64] + b"\x07" + d[65:]))
+    write("corpus", "bad_truncated", corpus([two_docs], shard_edit=lambda k, d: d[:-5]))
+    write("corpus", "bad_version", corpus([two_docs], shard_edit=patch(8, 2, "<I")))
+    write("corpus", "bad_token_count", corpus([two_docs], shard_edit=patch(16, 1 << 40)))
+    write("corpus", "bad_vocab_size", corpus([two_docs], shard_edit=patch(40, 31)))
+
+    def bad_id(k, d):  # token 0 -> 99 >= vocab size, checksum fixed up: only verify_data sees it
+        body = struct.pack("<i", 99) + d[68:]
+        return d[:48] + struct.pack("<Q", fnv1a64(body)) + d[56:64] + body
+    write("corpus", "bad_token_id", corpus([two_docs], shard_edit=bad_id))
+
+    def bad_starts(k, d):  # sentence_starts[1] = 0 (not increasing), checksum fixed up
+        body = bytearray(d[64:])
+        struct.pack_into("<Q", body, 48, 0)  # 9 tokens: 40 bytes with padding, then sentence_starts
+        return d[:48] + struct.pack("<Q", fnv1a64(bytes(body))) + d[56:64] + bytes(body)
+    write("corpus", "bad_starts", corpus([two_docs], shard_edit=bad_starts))
+    write("corpus", "bad_totals", corpus([two_docs], index_edit=lambda j: j.update(num_tokens=8)))
+    write("corpus", "bad_offsets", corpus([two_docs, two_docs],
+                                          index_edit=lambda j: j["shards"][1].update(first_token=0)))
+    write("corpus", "bad_file_name", corpus([two_docs], index_edit=lambda j: j["shards"][0].update(
+        file="../shard-00000.bin")))
+    write("corpus", "bad_index_as_shard", corpus([two_docs], index_edit=lambda j: j["shards"][0].update(
+        file="index.json")))
+    write("corpus", "bad_missing_shard", corpus([two_docs], index_edit=lambda j: j["shards"].append(
+        dict(j["shards"][0], file="shard-00007.bin"))))
+    write("corpus", "bad_format", corpus([two_docs], index_edit=lambda j: j.update(format="kiln-corpus")))
+    write("corpus", "bad_field_type", corpus([two_docs], index_edit=lambda j: j.update(vocab_size="30")))
+    write("corpus", "bad_fingerprint", corpus([two_docs], index_edit=lambda j: j.update(vocab_fingerprint="xyz")))
+    write("corpus", "bad_json", b'{"format": "kiln-token-corpus", "version": 1, "shards": [')
+
+
+# ---- labeled files (data/finetune_data.h) ---------------------------------
+# Byte 0: fuzz_labeled_file's options: bits 0-1 format (0 tsv, 1 csv, 2 jsonl),
+# 4 unlabeled, 8 label_set {"0", "1", "neutral"}, 16 text_column "sentence",
+# 32 pair_column "".
+TSV, CSV, JSONL = 0, 1, 2
+
+
+def labeled(flags, text):
+    return bytes([flags]) + text.encode("utf-8")
+
+
+def labeled_file_seeds():
+    write("labeled_file", "sst2_tsv", labeled(TSV, "sentence\tlabel\nhide new secretions from the parental units \t0\n"
+                                                   "contains no wit , only labored gags \t0\n"
+                                                   "that loves its characters \t1\n"))
+    write("labeled_file", "mnli_tsv", labeled(TSV, "index\tpremise\thypothesis\tlabel\n"
+                                                   "0\tThe cat sat.\tA cat is sitting.\tentailment\n"
+                                                   "1\tIt rains.\tThe sun \"shines\".\tcontradiction\n"
+                                                   "2\tHe left.\tHe was late.\tneutral\n"))
+    write("labeled_file", "test_unlabeled_tsv", labeled(TSV | 4, "idx\tsentence\n0\tuneasy mishmash of styles\n"
+                                                                 "1\tthis film 's relationship to actual tension\n"))
+    write("labeled_file", "bom_crlf_tsv", labeled(TSV, "\ufeffsentence\tlabel\r\ngood\t1\r\n\r\nbad\t0\r\n"))
+    write("labeled_file", "label_set_tsv", labeled(TSV | 8, "sentence\tlabel\nok\t1\nmeh\tneutral\nno\t0\n"))
+    write("labeled_file", "quoted_csv", labeled(CSV, 'text,label\n"Hello, world",positive\n'
+                                                     '"She said ""hi""\nthen left",negative\n'
+                                                     'plain text,positive\r\n'))
+    write("labeled_file", "qqp_csv", labeled(CSV, "id,qid1,qid2,question1,question2,label\n"
+                                                  '1,1,2,"How do I learn C++?","What is the best way to learn C++?",1\n'
+                                                  "2,3,4,Why?,Why not?,0\n"))
+    write("labeled_file", "trailing_comma_csv", labeled(CSV | 16 | 32, "sentence,label,\nfine,1,\n"))
+    write("labeled_file", "numbers_jsonl", labeled(JSONL, '{"sentence": "a fine film", "label": 1}\n'
+                                                          '\n{"sentence": "dull", "label": 0}\n'
+                                                          '{"label": "01", "sentence": "x"}\n'))
+    write("labeled_file", "pairs_jsonl", labeled(JSONL, '{"question": "Who?", "sentence": "Him.", "label": '
+                                                        '"entailment", "idx": 0}\n'
+                                                        '{"question": "Wh\\u00e9re?", "sentence": "Th\\u00e8re.", '
+                                                        '"label": "not_entailment", "idx": 1}\n'))
+    write("labeled_file", "unlabeled_jsonl", labeled(JSONL | 4, '{"text": "one"}\n{"text": null}\n'))
+    write("labeled_file", "big_label_jsonl", labeled(JSONL, '{"text": "a", "label": 99999}\n'))
+    # Near misses.
+    write("labeled_file", "bad_width_tsv", labeled(TSV, "sentence\tlabel\nno tab here\n"))
+    write("labeled_file", "bad_empty_label_tsv", labeled(TSV, "sentence\tlabel\ntext\t  \n"))
+    write("labeled_file", "bad_label_set_tsv", labeled(TSV | 8, "sentence\tlabel\ntext\t2\n"))
+    write("labeled_file", "bad_no_text_column", labeled(TSV | 16, "review\tlabel\ngood\t1\n"))
+    write("labeled_file", "bad_unterminated_csv", labeled(CSV, 'text,label\n"open quote,1\n'))
+    write("labeled_file", "bad_after_quote_csv", labeled(CSV, 'text,label\n"a"b,1\n'))
+    write("labeled_file", "bad_json_jsonl", labeled(JSONL, '{"text": "a", "label": 1}\n{"text": \n'))
+    write("labeled_file", "bad_missing_key_jsonl", labeled(JSONL, '{"text": "a", "label": 1}\n{"text": "b"}\n'))
+    write("labeled_file", "bad_nested_jsonl", labeled(JSONL, '{"text": ["a"], "label": 1}\n'))
+    write("labeled_file", "bad_empty", labeled(CSV, ""))
+
+
+# ---- vocab.txt -------------------------------------------------------------
+
+BERT_HEAD = ["[PAD]"] + [f"[unused{i}]" for i in range(4)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ["!", ",", ".", "?", "a", "b", "c", "the", "of", "and", "hello", "world", "un", "##aff", "##able",
+         "##ing", "##s", "##a", "##b", "play", "café", "##é", "中", "文", "😀"]
+
+
+def vocab_seeds():
+    write("vocab", "bert_like", "\n".join(BERT_HEAD + WORDS) + "\n")
+    write("vocab", "minimal", "[UNK]\n")
+    write("vocab", "crlf_no_final_newline", "\r\n".join(BERT_HEAD + WORDS[:8]))
+    write("vocab", "duplicates_and_spaces", "[UNK]\nthe \nthe\n##s\t\n\n##s\n[CLS]\n[SEP]\n[PAD]\n")
+    write("vocab", "odd_tokens", "[UNK]\n##\n####\n#\n[\n]\n[MASK\n" + "x" * 200 + "\n\xc3\n\xff\xfe\n")
+    write("vocab", "cased", "\n".join(BERT_HEAD + ["Hello", "hello", "World", "##ING", "É", "é"]) + "\n")
+    write("vocab", "bad_no_unk", "[PAD]\n[CLS]\n[SEP]\nthe\n")
+    write("vocab", "bad_unk_lowercase", "[unk]\nthe\n")
+    write("vocab", "bad_empty", "")
+
+
+# ---- tokenizer_config.json -------------------------------------------------
+
+def tokenizer_config_seeds():
+    write("tokenizer_config", "bert_base_uncased", '{"do_lower_case": true, "model_max_length": 512}\n')
+    write("tokenizer_config", "minilm", json.dumps({
+        "clean_up_tokenization_spaces": True, "cls_token": "[CLS]", "do_basic_tokenize": True,
+        "do_lower_case": True, "mask_token": "[MASK]", "model_max_length": 512, "never_split": None,
+        "pad_token": "[PAD]", "sep_token": "[SEP]", "strip_accents": None, "tokenize_chinese_chars": True,
+        "tokenizer_class": "BertTokenizer", "unk_token": "[UNK]"}, indent=2) + "\n")
+    write("tokenizer_config", "cased", '{"do_lower_case": false, "tokenizer_class": "BertTokenizer"}\n')
+    write("tokenizer_config", "kiln_written", '{\n  "do_lower_case": true,\n  "tokenizer_class": "BertTokenizer"\n}\n')
+    write("tokenizer_config", "empty_object", "{}")
+    write("tokenizer_config", "duplicate_key", '{"do_lower_case": true, "do_lower_case": false}')
+    write("tokenizer_config", "bad_string_bool", '{"do_lower_case": "true"}')
+    write("tokenizer_config", "bad_array", '[{"do_lower_case": true}]')
+    write("tokenizer_config", "bad_json", '{"do_lower_case": tru')
+    write("tokenizer_config", "bad_empty", "")
+
+
+# ---- --args-file -----------------------------------------------------------
+# fuzz_args_file tries each file with pretrain, finetune and evaluate.
+
+def args_file_seeds():
+    write("args_file", "doc_example", '{"lr": 1e-4, "batch-size": 16, "resume": true, "train_file": "data.txt"}\n')
+    write("args_file", "finetune_glue", json.dumps({
+        "model": "models/minilm", "train-file": "glue/SST-2/train.tsv", "validation-file": "glue/SST-2/dev.tsv",
+        "text-column": "sentence", "label-column": "label", "max-seq-length": 128, "batch-size": 32,
+        "lr": 2e-5, "epochs": 3, "warmup-ratio": 0.06, "weight-decay": 0.01, "seed": 42,
+        "save-steps": 500, "save-total-limit": 2, "amp": "bf16"}, indent=2) + "\n")
+    write("args_file", "pretrain_flags", json.dumps({
+        "config": "bert-tiny", "optimizer": "lamb", "lr_scheduler": "cosine", "whole_word_mask": True,
+        "cased": False, "mlm-probability": 0.15, "max-steps": 1000, "workers": 2, "device": "cpu"}) + "\n")
+    write("args_file", "empty_object", "{}")
+    write("args_file", "bool_value_flag", '{"seed": true, "lr": false}  ')
+    write("args_file", "numbers", '{"lr": -1, "epochs": 1e300, "seed": 18446744073709551615, "max-steps": -0.0}')
+    write("args_file", "dash_value", '{"model": "--resume", "output-dir": "-"}')
+    write("args_file", "help", '{"help": true}')
+    write("args_file", "bad_unknown_flag", '{"learning-rate": 1e-4}')
+    write("args_file", "bad_on_off_value", '{"resume": "yes"}')
+    write("args_file", "bad_nested", '{"lr": [1e-4]}')
+    write("args_file", "bad_self", '{"args-file": "other.json"}')
+    write("args_file", "bad_not_object", '["--lr", "1e-4"]')
+    write("args_file", "bad_json", '{"lr": 1e-4,')
+
+
+# ---- checkpoints (train/checkpoint.h; fuzz_checkpoint's nn::Linear(3, 2)) ---
+
+FORMATS = {"F32": "f", "F64": "d", "I64": "q"}
+
+
+def tensors(entries, metadata=None):
+    """entries: (name, dtype, shape, values) -> safetensors bytes (values given)."""
+    header, buffer = {}, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, values in entries:
+        data = struct.pack(f"<{len(values)}{FORMATS[dtype]}", *values)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(buffer), len(buffer) + len(data)]}
+        buffer += data
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + buffer
+
+
+def optimizer_state(step=1, with_state=True, edit=None):
+    e = []
+    for g, (index, decay) in enumerate([(0, 0.01), (1, 0.0)]):
+        p = f"optimizer.param_groups.{g}."
+        e += [(p + "params", "I64", [1], [index]), (p + "lr", "F64", [], [1e-3]),
+              (p + "weight_decay", "F64", [], [decay]), (p + "beta1", "F64", [], [0.9]),
+              (p + "beta2", "F64", [], [0.999]), (p + "eps", "F64", [], [1e-8])]
+    if with_state:
+        for i, shape in enumerate([[2, 3], [2]]):
+            n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+            p = f"optimizer.state.{i}."
+            e += [(p + "step", "I64", [], [step]), (p + "exp_avg", "F32", shape, [0.01 * (k + 1) for k in range(n)]),
+                  (p + "exp_avg_sq", "F32", shape, [1e-4 * (k + 1) for k in range(n)])]
+    e += [("scheduler.last_step", "I64", [], [step]), ("scheduler.base_lrs", "F64", [2], [1e-3, 1e-3]),
+          ("scaler.scale", "F32", [], [65536.0]), ("scaler.growth_tracker", "I64", [], [step % 2000]),
+          ("scaler.growth_factor", "F64", [], [2.0]), ("scaler.backoff_factor", "F64", [], [0.5]),
+          ("scaler.growth_interval", "I64", [], [2000])]
+    if edit:
+        e = edit(e)
+    return tensors(e, {"format": "kiln"})
+
+
+def set_value(name, value, dtype=None):
+    return lambda e: [(n, dtype or d, s, [value] if n == name else v) for n, d, s, v in e]
+
+
+def trainer_state(**edits):
+    state = {"step": 1, "total_steps": 10, "batches_per_epoch": 4, "kind": "mlm", "amp": "fp16", "epoch": 0.25,
+             "loader": {"batches_consumed": 1, "epoch": 0}, "rng": {"offset": 12, "seed": 42},
+             "eval": {"accuracy": 0.5}, "args": {"lr": 0.001, "seed": 42, "output_dir": "out"}}
+    state.update(edits)
+    return json.dumps({k: v for k, v in state.items() if v is not None}, indent=2) + "\n"
+
+
+MODEL = tensors([("weight", "F32", [2, 3], [0.1, -0.2, 0.3, -0.4, 0.5, -0.6]), ("bias", "F32", [2], [0.0, 0.0])],
+                {"format": "pt"})
+
+
+def checkpoint(config_text=None, model=MODEL, optimizer=None, state=None, parts=4):
+    files = [(config_text or config(vocab_size=30, hidden_size=8, intermediate_size=16, max_position_embeddings=16))
+             .encode(), model, optimizer or optimizer_state(), (state or trainer_state()).encode()]
+    return b"\n--8<--\n".join(files[:parts])
+
+
+def checkpoint_seeds():
+    write("checkpoint", "step_1", checkpoint())
+    write("checkpoint", "no_param_state", checkpoint(optimizer=optimizer_state(with_state=False)))
+    write("checkpoint", "step_large", checkpoint(optimizer=optimizer_state(step=123456789)))
+    write("checkpoint", "minimal_trainer_state", checkpoint(state='{"step": 0}'))
+    write("checkpoint", "only_config_and_model", checkpoint(parts=2))
+    write("checkpoint", "bad_step_type", checkpoint(state=trainer_state(step=1.5)))
+    write("checkpoint", "bad_trainer_state", checkpoint(state="[1, 2]"))
+    write("checkpoint", "bad_model_shape", checkpoint(model=tensors([("weight", "F32", [3, 2], [0.0] * 6),
+                                                                      ("bias", "F32", [2], [0.0, 0.0])])))
+    write("checkpoint", "bad_optimizer_step", checkpoint(optimizer=optimizer_state(
+        edit=set_value("optimizer.state.0.step", 0))))
+    write("checkpoint", "bad_lr", checkpoint(optimizer=optimizer_state(
+        edit=set_value("optimizer.param_groups.0.lr", -1.0))))
+    write("checkpoint", "bad_scheduler_step", checkpoint(optimizer=optimizer_state(
+        edit=set_value("scheduler.last_step", -3))))
+    write("checkpoint", "bad_scaler", checkpoint(optimizer=optimizer_state(
+        edit=set_value("scaler.growth_tracker", 2000))))
+    write("checkpoint", "bad_config", checkpoint(config_text='{"hidden_size": 8}'))
+
+
+# ---- metrics.jsonl ---------------------------------------------------------
+
+def metrics_jsonl_seeds():
+    write("metrics_jsonl", "training", "".join(
+        json.dumps({"step": s, "loss": round(10.5 - s * 0.37, 4), "lr": 1e-4 * min(1, s / 3),
+                    "grad_norm": 1.5 + s % 3, "tokens_per_s": 1000 + s}) + "\n" for s in range(1, 21)))
+    write("metrics_jsonl", "with_eval_and_null",
+          '{"step":5,"loss":2.5,"lr":0.0001}\n{"step":5,"eval_accuracy":0.5,"eval_loss":null}\n'
+          '{"step":10,"loss":null,"lr":5e-05}\n')
+    write("metrics_jsonl", "resumed", '{"step":1,"loss":3.0}\n{"step":2,"loss":2.0}\n{"step":3,"loss":1.0}\n'
+                                      '{"step":2,"loss":2.5}\n{"step":3,"loss":1.5}\n')
+    write("metrics_jsonl", "extremes", '{"step":0,"loss":1e308,"lr":-1e308}\n{"step":9223372036854775807,'
+                                       '"loss":5e-324,"lr":0}\n{"step":-9223372036854775808,"loss":-0.0}\n')
+    write("metrics_jsonl", "single_point", '{"step":7,"loss":0.25}')
+    write("metrics_jsonl", "empty", "")
+    write("metrics_jsonl", "blank_lines", "\n\n{\"step\":1,\"lr\":1}\n\n")
+    write("metrics_jsonl", "bad_step_float", '{"step":1.0,"loss":1}\n')
+    write("metrics_jsonl", "bad_value_string", '{"step":1,"loss":"1"}\n')
+    write("metrics_jsonl", "bad_torn_line", '{"step":1,"loss":1}\n{"step":2,"lo')
+    write("metrics_jsonl", "bad_not_object", '[1, 2]\n')
+
+
+# ---- inputs that still crash (tests/fuzz/crashes/, not replayed) -------------
+
+def write_crash(target, name, data):
+    directory = os.path.join(HERE, "crashes", target)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, name), "wb") as f:
+        f.write(data)
+
+
+def crash_inputs():
+    depth = 200000  # 20,000 already overflow the stack under ASan, 200,000 also without
+    one_shard = corpus([[[[5, 6, 7], [8, 9]], [[10, 11, 12, 13]]]])
+    index, rest = one_shard.split(b"KILNTOKS", 1)
+    special = b'"special_ids": {\n    "pad": 0,\n    "unk": 1,\n    "cls": 2,\n    "sep": 3,\n    "mask": 4\n  }'
+    assert special in index
+    deep = index.replace(special, b'"special_ids": ' + b"[" * depth + b"]" * depth)
+    write_crash("corpus", "stack_overflow_deep_special_ids", deep)
+    write_crash("checkpoint", "optimizer_step_int64_max", checkpoint(optimizer=optimizer_state(
+        edit=set_value("optimizer.state.0.step", 2**63 - 1))))
+    write_crash("checkpoint", "scheduler_last_step_int64_max", checkpoint(optimizer=optimizer_state(
+        edit=set_value("scheduler.last_step", 2**63 - 1))))
+    write_crash("checkpoint", "scaler_growth_interval_int64_max", checkpoint(optimizer=optimizer_state(
+        edit=set_value("scaler.growth_interval", 2**63 - 1))))
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     bert_config_seeds()
+    corpus_seeds()
+    labeled_file_seeds()
+    vocab_seeds()
+    tokenizer_config_seeds()
+    args_file_seeds()
+    checkpoint_seeds()
+    metrics_jsonl_seeds()
+    crash_inputs()
