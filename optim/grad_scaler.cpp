@@ -109,7 +109,8 @@ GradScaler::GradScaler(const GradScalerOptions& o) : options_(o) {
              "GradScaler: growth_factor must be a finite number > 1, got ", o.growth_factor);
   KILN_CHECK(o.backoff_factor > 0.0 && o.backoff_factor < 1.0, "GradScaler: backoff_factor must be in (0, 1), got ",
              o.backoff_factor);
-  KILN_CHECK(o.growth_interval > 0, "GradScaler: growth_interval must be positive, got ", o.growth_interval);
+  KILN_CHECK(o.growth_interval > 0 && o.growth_interval <= kMaxStateCount,
+             "GradScaler: growth_interval must be in [1, 2^53], got ", o.growth_interval);
   scale_ = static_cast<float>(o.init_scale);
 }
 
@@ -219,7 +220,7 @@ void GradScaler::load_state_dict(const std::map<std::string, Tensor>& state) {
     if (!(s > 0.0 && s <= kMaxScale)) problems.push_back("'scale' must be a positive finite float32");
     if (!(gf > 1.0 && std::isfinite(gf))) problems.push_back("'growth_factor' must be > 1");
     if (!(bf > 0.0 && bf < 1.0)) problems.push_back("'backoff_factor' must be in (0, 1)");
-    if (gi <= 0) problems.push_back("'growth_interval' must be positive");
+    if (gi <= 0 || gi > kMaxStateCount) problems.push_back("'growth_interval' must be in [1, 2^53]");
     else if (gt < 0 || gt >= gi) problems.push_back("'growth_tracker' must be in [0, growth_interval)");
   }
   if (!problems.empty()) {

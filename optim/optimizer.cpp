@@ -249,10 +249,11 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
       const std::string pre = state_prefix(flat);
       if (!state.count(pre + "step")) continue;  // no state yet: nothing else may be there
       const std::optional<double> step = scalar(pre + "step", DType::Int64);
-      if (step && *step < 1) mismatched.push_back(detail::str_cat(pre, "step is ", *step, ", expected >= 1"));
+      if (step && !(*step >= 1 && *step <= static_cast<double>(kMaxStateCount)))
+        mismatched.push_back(detail::str_cat(pre, "step is ", *step, ", expected in [1, 2^53]"));
       const Tensor& p = groups[g].params[i];
       ParamState& st = new_state[flat];
-      st.step = step ? static_cast<int64_t>(*step) : 0;
+      st.step = step && *step >= 1 && *step <= static_cast<double>(kMaxStateCount) ? static_cast<int64_t>(*step) : 0;
       for (const std::string& b : names) {
         const Tensor* t = find(pre + b);
         if (!t) continue;

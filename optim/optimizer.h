@@ -70,6 +70,12 @@
 
 namespace kiln::optim {
 
+// The largest step or interval a loaded state may hold: 2^53, where int64
+// counts stop being exact as doubles (state dicts pass scalars through double,
+// and the bias corrections compute powers of the step). A larger value in a
+// checkpoint is refused at load, not carried into an overflow later.
+inline constexpr int64_t kMaxStateCount = int64_t{1} << 53;
+
 struct ParamGroup {
   std::vector<Tensor> params;
   std::optional<double> lr;            // unset: the optimizer's default

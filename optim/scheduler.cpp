@@ -1,4 +1,5 @@
 #include "optim/scheduler.h"
+#include "optim/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -118,7 +119,8 @@ void Scheduler::load_state_dict(const std::map<std::string, Tensor>& state) {
              "Scheduler.load_state_dict: base_lrs is ", b.str(), ", expected float64 [", base_lrs_.size(),
              "] (one per parameter group)");
   const int64_t last = s.item<int64_t>();
-  KILN_CHECK(last >= 0, "Scheduler.load_state_dict: last_step is ", last, ", expected >= 0");
+  KILN_CHECK(last >= 0 && last <= kMaxStateCount, "Scheduler.load_state_dict: last_step is ", last,
+             ", expected in [0, 2^53]");
   const std::vector<double> lrs = b.to_vector<double>();
   for (size_t g = 0; g < lrs.size(); ++g)
     KILN_CHECK(std::isfinite(lrs[g]) && lrs[g] >= 0, "Scheduler.load_state_dict: base lr ", lrs[g], " of group ", g,

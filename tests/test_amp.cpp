@@ -471,7 +471,7 @@ TEST(GradScaler, MisuseIsAnError) {
   for (auto bad : std::vector<std::function<void(optim::GradScalerOptions&)>>{
            [](auto& o) { o.init_scale = 0.0; }, [](auto& o) { o.init_scale = 1e39; },
            [](auto& o) { o.growth_factor = 1.0; }, [](auto& o) { o.backoff_factor = 1.0; },
-           [](auto& o) { o.growth_interval = 0; }}) {
+           [](auto& o) { o.growth_interval = 0; }, [](auto& o) { o.growth_interval = INT64_MAX; }}) {
     optim::GradScalerOptions o;
     bad(o);
     EXPECT_KILN_ERROR(optim::GradScaler{o}, "GradScaler:");
@@ -536,6 +536,10 @@ TEST(GradScaler, StateDictRoundTripsAndResumesTheSameSequence) {
   auto negative = sd;
   negative["scale"] = scalar_tensor(-1.0, DType::Float32);
   EXPECT_KILN_ERROR(b.load_state_dict(negative), "'scale' must be a positive finite float32");
+  auto huge = sd;  // a hostile checkpoint's interval, past 2^53
+  huge["growth_interval"] = empty_tensor({}, DType::Int64, kCPU);
+  *huge["growth_interval"].data_ptr<int64_t>() = INT64_MAX;
+  EXPECT_KILN_ERROR(b.load_state_dict(huge), "'growth_interval' must be in [1, 2^53]");
   EXPECT_EQ(b.get_scale(), 512.0) << "a failed load changes nothing";
 }
 

@@ -304,6 +304,11 @@ TEST(OptimSchedule, SchedulerDrivesGroupLearningRates) {
   AdamW opt3(std::vector<ParamGroup>{{{c}, 0.1, {}, {}}, {{d}, 0.02, {}, {}}}, AdamWOptions{});
   Scheduler at3(opt3, linear_schedule_with_warmup(2, 6));
   for (int i = 0; i < 3; ++i) at3.step();
+  // A last_step past 2^53 (a hostile checkpoint) is refused before step() could overflow it.
+  std::map<std::string, Tensor> huge = at3.state_dict();
+  huge["last_step"] = empty_tensor({}, DType::Int64, kCPU);
+  *huge["last_step"].data_ptr<int64_t>() = INT64_MAX;
+  EXPECT_KILN_ERROR(sched2.load_state_dict(huge), "last_step is 9223372036854775807, expected in [0, 2^53]");
   sched2.load_state_dict(at3.state_dict());
   EXPECT_EQ(sched2.last_step(), 3);
   EXPECT_EQ(sched2.base_lrs(), (std::vector<double>{0.1, 0.02}));

@@ -300,7 +300,14 @@ TEST(OptimBasics, LoadStateDictErrors) {
   bad["param_groups.0.lr"] = scalar_tensor(-1.0, DType::Float64);
   bad["state.0.step"] = scalar_tensor(0.0, DType::Int64);
   EXPECT_KILN_ERROR(adamw.load_state_dict(bad), "invalid hyperparameters: AdamW: invalid learning rate -1",
-                    "state.0.step is 0, expected >= 1");
+                    "state.0.step is 0, expected in [1, 2^53]");
+  // A step past 2^53 (a hostile checkpoint: tests/fuzz/corpus/checkpoint) is
+  // refused, not cast from a double out of int64's range.
+  bad = adam_state;
+  Tensor huge = empty_tensor({}, DType::Int64, kCPU);
+  *huge.data_ptr<int64_t>() = INT64_MAX;
+  bad["state.0.step"] = huge;
+  EXPECT_KILN_ERROR(adamw.load_state_dict(bad), "state.0.step is 9.22337e+18, expected in [1, 2^53]");
   bad = adam_state;
   bad["param_groups.0.eps"] = zeros({1}, DType::Float64);
   EXPECT_KILN_ERROR(adamw.load_state_dict(bad), "param_groups.0.eps is Tensor[1] float64 cpu, expected a 0-dim float64");

@@ -7,7 +7,10 @@
 //
 // Input layout: the four files in that order, separated by the line
 // "--8<--" ("\n--8<--\n"), written into an emptied checkpoint folder; fewer
-// parts leave the later files missing. The model is nn::Linear(3, 2)
+// parts leave the later files missing. A fifth part is manifest.json as
+// given (the manifest parser fuzzed); without one the target writes the
+// manifest that matches the files (Note [Checkpoint manifest]), so inputs
+// reach the readers behind the integrity check. The model is nn::Linear(3, 2)
 // ("weight" [2, 3], "bias" [2]) with train()'s optimizer set-up: AdamW over
 // param_groups_no_decay (group 0 the weight, group 1 the bias), a linear
 // warmup schedule, and an enabled GradScaler (--amp fp16).
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/integrity.h"
 #include "nn/layers.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
@@ -72,6 +76,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* const kFiles[] = {"config.json", "model.safetensors", "optimizer.safetensors",
                                        "trainer_state.json"};
   for (size_t i = 0; i < parts.size() && i < 4; ++i) kiln_fuzz::write_file(dir + "/" + kFiles[i], parts[i]);
+  if (parts.size() > 4) {
+    kiln_fuzz::write_file(dir + "/manifest.json", parts[4]);
+  } else {
+    nlohmann::json files = nlohmann::json::object();
+    for (size_t i = 0; i < parts.size() && i < 4; ++i) {
+      const auto* bytes = reinterpret_cast<const uint8_t*>(parts[i].data());
+      files[kFiles[i]] = {{"bytes", parts[i].size()},
+                          {"crc32c", kiln::data::crc32c_hex(kiln::data::crc32c({bytes, parts[i].size()}))}};
+    }
+    const nlohmann::json manifest = {
+        {"format", "kiln-checkpoint-manifest"}, {"version", 1}, {"step", 1}, {"files", files}};
+    kiln_fuzz::write_file(dir + "/manifest.json", manifest.dump());
+  }
 
   kiln::train::LoadedCheckpoint ck;
   if (!loads([&] { ck = kiln::train::load_checkpoint(dir); })) return 0;
