@@ -74,6 +74,13 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
 // index.cu
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// gather_scatter.cu
+void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool add);
+// sort_scan.cu
+void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending);
+void cumsum(const Tensor& out, const Tensor& in, int64_t dim, bool reverse);
+void multinomial(const Tensor& out, const Tensor& probs, const Tensor& u, bool replacement);
 // random.cu
 void uniform(const Tensor& out, double lo, double hi, PhiloxState st);
 void normal(const Tensor& out, double mean, double std, PhiloxState st);
