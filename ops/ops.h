@@ -12,6 +12,9 @@
 //   linalg.cpp      matmul linear
 //   nn_ops.cpp      softmax log_softmax scaled_masked_softmax layer_norm embedding dropout cross_entropy
 //   shape_ops.cpp   cat stack split chunk index_select
+//   gather_scatter.cpp  gather scatter scatter_add
+//   sort_scan_ops.cpp   sort argsort topk cumsum
+//   multinomial.cpp     multinomial
 //   fused.cpp       multi_head_attention(_qkv) linear_fused linear_gelu dropout_add (ops/fused.h:
 //                   each equals a composition of the ops above; used by nn/bert.cpp)
 // Shapes use B batch, T sequence, C channels, V vocabulary.
@@ -182,6 +185,37 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// PyTorch's gather/scatter along dim. index int64 or int32 with x's number of
+// dims, index.size(d) <= x.size(d) for d != dim (and <= src.size(d) for all
+// d), values in [0, x.size(dim)) (else kiln::Error naming the op and value).
+// gather: out (index's shape), out[i][j] = x[index[i][j]][j] for dim 0.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// scatter: a copy of x with out[index[i][j]][j] = src[i][j] (dim 0); where
+// several entries name one element the last in row-major order of index wins.
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value);
+// scatter_add: out[index[i][j]][j] += src[i][j], summed in row-major order of
+// index on every device: deterministic (Note [Deterministic scatter_add]).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+
+// ---- sorting, scans and sampling -------------------------------------------------------
+// Sorts along dim: values, and indices (int64) into x. Always stable (ties keep
+// their index order, ascending or descending; `stable` = false is accepted and
+// changes nothing), the same on every device. NaN sorts above +inf.
+ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = true);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = true);
+// The k largest (or smallest) along dim, sorted, ties broken by index:
+// x (..., C) -> values, indices (..., k) for dim -1; 0 <= k <= C. `sorted` =
+// false is accepted; the result is sorted anyway.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// Running sum along dim (integers and bool -> int64), summed in order:
+// deterministic, the same on every device.
+Tensor cumsum(const Tensor& x, int64_t dim);
+// Draws num_samples category indices (int64) per row of probs (C) or (R, C):
+// non-negative finite weights, not necessarily normalised -> (n) or (R, n).
+// Philox-seeded (Note [Multinomial sampling], ops/multinomial.cpp): the same
+// samples on the CPU and CUDA for the same generator state.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false, Generator* gen = nullptr);
 
 // ---- helpers shared by ops ------------------------------------------------------------
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
