@@ -15,6 +15,8 @@
 //   gather_scatter.cpp  gather scatter scatter_add
 //   sort_scan_ops.cpp   sort argsort topk cumsum
 //   multinomial.cpp     multinomial
+//   triangle_ops.cpp    tril triu causal_mask
+//   softmax_dtype.cpp   softmax log_softmax with an output dtype
 //   fused.cpp       multi_head_attention(_qkv) linear_fused linear_gelu dropout_add (ops/fused.h:
 //                   each equals a composition of the ops above; used by nn/bert.cpp)
 // Shapes use B batch, T sequence, C channels, V vocabulary.
@@ -162,6 +164,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // ---- neural-network ops ---------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// With an output dtype: computes in float32 (float64 when x or dtype is
+// float64) and rounds once to `dtype`; softmax(x_bf16, -1, DType::Float32) is
+// float32 probabilities of bfloat16 logits. (PyTorch casts x to dtype first;
+// for a wider dtype the two agree.)
+Tensor softmax(const Tensor& x, int64_t dim, DType dtype);
+Tensor log_softmax(const Tensor& x, int64_t dim, DType dtype);
 // softmax over the last dim of x * scale + mask: attention's normalisation.
 // x (..., C) floating; mask undefined or broadcastable to x (BERT's (B, 1, 1, T)
 // key bias for x (B, NH, T, T)). One fused kernel where the device has it
@@ -216,6 +224,23 @@ Tensor cumsum(const Tensor& x, int64_t dim);
 // Philox-seeded (Note [Multinomial sampling], ops/multinomial.cpp): the same
 // samples on the CPU and CUDA for the same generator state.
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false, Generator* gen = nullptr);
+
+// ---- triangles and attention masks ---------------------------------------------------------
+// The lower (tril) or upper (triu) triangle of the last two dims of x
+// (..., M, N): element (i, j) is kept where j - i <= diagonal (tril) or
+// j - i >= diagonal (triu), else 0.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// The causal mask of T positions, (1, 1, T, T): query i may attend key j <= i.
+// Floating dtype (default float32): additive, as scaled_masked_softmax and
+// softmax(scores + mask) take it: 0 where attended, the dtype's lowest finite
+// value above the diagonal (torch.finfo(dtype).min, as Hugging Face's masks).
+// Combine it with a (B, 1, 1, T) key bias by minimum(), not add (lowest +
+// lowest overflows). multi_head_attention (ops/fused.h) takes key biases
+// only: causal attention is matmul, scaled_masked_softmax(scores, scale,
+// causal_mask(T)), matmul. Bool dtype: true where attended (torch SDPA's
+// convention; mask scores with masked_fill(scores, logical_not(m), value)).
+Tensor causal_mask(int64_t T, TensorOptions opts = {});
 
 // ---- helpers shared by ops ------------------------------------------------------------
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
