@@ -91,8 +91,13 @@ Tensor abs(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// x where mask is false, value where it is true; x and mask broadcast together
+// (the result has their broadcast shape, as torch.masked_fill does).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// value: a 0-dim tensor (its gradient is the sum over the filled positions).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
 // Comparisons give bool tensors and no gradient.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
