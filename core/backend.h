@@ -122,6 +122,34 @@ class Backend {
   // the work queued so far on the current stream; the default has none.
   virtual void raise_deferred_errors() {}
 
+  // Gather/scatter along `dim` (ops/gather_scatter.cpp), PyTorch's semantics.
+  // index int64 contiguous, of the tensor's rank, index.size(d) <= size(d) for
+  // d != dim, values in [0, size(dim)) (validated by the caller).
+  // gather: out (index's shape) contiguous, in any strides:
+  //   out[p] = in[p with coordinate dim replaced by index[p]]
+  virtual void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) = 0;
+  // scatter: out contiguous (holding self's values), src contiguous of index's
+  // shape and out's dtype; for p over index's shape in row-major order
+  //   out[p with dim := index[p]] = src[p]   (add: += src[p], rounded per add)
+  // so duplicate targets are summed, or the last one written wins, in that
+  // fixed order on every device (Note [Deterministic scatter_add]).
+  virtual void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool add) = 0;
+  // Sorts each row of contiguous in (R, C): values (R, C) of in's dtype and
+  // indices (R, C) int64, both contiguous. Stable: ties keep their index order
+  // (ascending or descending); NaN sorts above +inf, -0.0 equals +0.0
+  // (Note [Sort keys], ops/sort_scan_ops.cpp).
+  virtual void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending) = 0;
+  // out = the running sum of in along dim (reverse: from the end), in and out
+  // contiguous of one shape and dtype; each line summed in order in
+  // compute_t (int64 for integers), rounded once per output element.
+  virtual void cumsum(const Tensor& out, const Tensor& in, int64_t dim, bool reverse) = 0;
+  // out (R, n) int64 contiguous: category draws from the rows of probs (R, C)
+  // float64 contiguous (validated: >= 0, finite, positive row sums; without
+  // replacement n <= nonzero categories), u (R, n) float64 uniforms in [0, 1),
+  // one per draw, by inverse-CDF search (Note [Multinomial sampling],
+  // ops/multinomial.cpp).
+  virtual void multinomial(const Tensor& out, const Tensor& probs, const Tensor& u, bool replacement) = 0;
+
   // Random fills from Philox (Note [Random numbers]); out contiguous.
   virtual void uniform(const Tensor& out, double lo, double hi, PhiloxState st) = 0;
   virtual void normal(const Tensor& out, double mean, double std, PhiloxState st) = 0;

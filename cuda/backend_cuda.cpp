@@ -125,6 +125,26 @@ class CudaBackend final : public Backend {
     detail::DeviceGuard g(device_);
     kernels::raise_index_errors(device_);
   }
+  void gather(const Tensor& o, const Tensor& i, int64_t dim, const Tensor& idx) override {
+    detail::DeviceGuard g(device_);
+    kernels::gather(o, i, dim, idx);
+  }
+  void scatter(const Tensor& o, int64_t dim, const Tensor& idx, const Tensor& s, bool add) override {
+    detail::DeviceGuard g(device_);
+    kernels::scatter(o, dim, idx, s, add);
+  }
+  void sort(const Tensor& v, const Tensor& idx, const Tensor& i, bool desc) override {
+    detail::DeviceGuard g(device_);
+    kernels::sort(v, idx, i, desc);
+  }
+  void cumsum(const Tensor& o, const Tensor& i, int64_t dim, bool rev) override {
+    detail::DeviceGuard g(device_);
+    kernels::cumsum(o, i, dim, rev);
+  }
+  void multinomial(const Tensor& o, const Tensor& p, const Tensor& u, bool repl) override {
+    detail::DeviceGuard g(device_);
+    kernels::multinomial(o, p, u, repl);
+  }
   void uniform(const Tensor& o, double lo, double hi, PhiloxState st) override {
     detail::DeviceGuard g(device_);
     kernels::uniform(o, lo, hi, st);

@@ -87,6 +87,13 @@ Tensor index_errors_probe(int device);
 void index_errors_raise(int device, const Tensor& snapshot);
 // Both, with a wait for the current stream between them.
 void raise_index_errors(int device);
+// gather_scatter.cu
+void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool add);
+// sort_scan.cu
+void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending);
+void cumsum(const Tensor& out, const Tensor& in, int64_t dim, bool reverse);
+void multinomial(const Tensor& out, const Tensor& probs, const Tensor& u, bool replacement);
 // random.cu
 void uniform(const Tensor& out, double lo, double hi, PhiloxState st);
 void normal(const Tensor& out, double mean, double std, PhiloxState st);

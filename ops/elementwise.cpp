@@ -86,6 +86,19 @@ Tensor unary_forward(UnaryOp op, const Tensor& x, const char* name, bool float_o
   return out;
 }
 
+// The broadcast shape of a and b, or nullopt when they do not broadcast.
+std::optional<Shape> try_broadcast(const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
 Tensor helper(BinaryOp op, const Tensor& x, const Tensor& g) {
   Tensor out = empty_tensor(g.sizes(), g.dtype(), g.device());
   backend(g.device()).binary(op, out, raw_expand(raw_cast(x, g.dtype()), g.sizes()), g);
@@ -303,7 +316,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   DType dt = promote_types(a.dtype(), b.dtype());
   if (a.dim() == 0 && b.dim() > 0) dt = is_floating(b.dtype()) || !is_floating(a.dtype()) ? b.dtype() : dt;
   if (b.dim() == 0 && a.dim() > 0) dt = is_floating(a.dtype()) || !is_floating(b.dtype()) ? a.dtype() : dt;
-  const Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  std::optional<Shape> ca = try_broadcast(cond.sizes(), a.sizes());
+  std::optional<Shape> cab = ca ? try_broadcast(*ca, b.sizes()) : std::nullopt;
+  KILN_CHECK(cab.has_value(), "where: condition ", shape_str(cond.sizes()), ", a ", shape_str(a.sizes()), " and b ",
+             shape_str(b.sizes()), " cannot be broadcast together");
+  const Shape shape = *cab;
   Tensor out = empty_tensor(shape, dt, a.device());
   backend(a.device()).where(out, raw_expand(cond, shape), raw_expand(raw_cast(a, dt), shape),
                             raw_expand(raw_cast(b, dt), shape));
@@ -325,14 +342,31 @@ Tensor where(const Tensor& cond, const Tensor& a, double b) {
   return where(cond, a, wrap_scalar(b, a));
 }
 
-Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  check_defined(b, "where", "b");
+  return where(cond, wrap_scalar(a, b), b);
+}
+
+// x and mask broadcast together, as torch.masked_fill (out of place) does.
+static void check_masked_fill(const Tensor& x, const Tensor& mask) {
   check_defined(mask, "masked_fill", "mask");
   KILN_CHECK(mask.dtype() == DType::Bool, "masked_fill: mask must be a bool tensor, got ", dtype_name(mask.dtype()));
   check_defined(x, "masked_fill", "x");
-  const Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill");
-  KILN_CHECK(shape == x.sizes(), "masked_fill: mask of shape ", shape_str(mask.sizes()),
-             " does not broadcast to input shape ", shape_str(x.sizes()));
+  KILN_CHECK(try_broadcast(x.sizes(), mask.sizes()).has_value(), "masked_fill: mask ", shape_str(mask.sizes()),
+             " and input ", shape_str(x.sizes()), " cannot be broadcast together");
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_masked_fill(x, mask);
   return where(mask, wrap_scalar(value, x), x);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  check_masked_fill(x, mask);
+  check_defined(value, "masked_fill", "value");
+  KILN_CHECK(value.dim() == 0, "masked_fill: value must be a 0-dim tensor, got ", shape_str(value.sizes()));
+  check_same_device(x, value, "masked_fill");
+  return where(mask, to_dtype(value, x.dtype()), x);
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
@@ -440,7 +474,11 @@ KILN_REGISTER_OP("gelu", true, [] { return unary_samples([](const Tensor& x) { r
 KILN_REGISTER_OP("gelu_tanh", true, [] { return unary_samples([](const Tensor& x) { return gelu(x, "tanh"); }); });
 KILN_REGISTER_OP("where", true, [] {
   return S{{"broadcast", {sample_tensor({3, 4}, 40), sample_tensor({3, 4}, 41), sample_tensor({4}, 42)},
-            [](const L& x) { return where(gt(x[0], 0.0), x[1], x[2]); }}};
+            [](const L& x) { return where(gt(x[0], 0.0), x[1], x[2]); }},
+           {"all three broadcast", {sample_tensor({3, 1}, 49), sample_tensor({1, 4}, 38), sample_tensor({3, 1}, 39)},
+            [](const L& x) { return where(gt(x[0], 0.0), x[1], x[2]); }},
+           {"scalar a", {sample_tensor({2, 3}, 37), sample_tensor({3}, 36)},
+            [](const L& x) { return where(gt(x[0], 0.0), 0.25, x[1]); }}};
 });
 KILN_REGISTER_OP("clamp", true, [] {
   return S{{"both bounds", {sample_tensor({4, 5}, 43)}, [](const L& x) { return clamp(x[0], -0.5, 0.5); }},
@@ -448,7 +486,11 @@ KILN_REGISTER_OP("clamp", true, [] {
 });
 KILN_REGISTER_OP("masked_fill", true, [] {
   return S{{"row mask", {sample_tensor({3, 4}, 45), sample_tensor({4}, 46)},
-            [](const L& x) { return masked_fill(x[0], gt(x[1], 0.0), -3.0); }}};
+            [](const L& x) { return masked_fill(x[0], gt(x[1], 0.0), -3.0); }},
+           {"mask broadcasts the input up", {sample_tensor({4}, 35), sample_tensor({3, 1}, 34)},
+            [](const L& x) { return masked_fill(x[0], gt(x[1], 0.0), 2.0); }},
+           {"0-dim tensor value", {sample_tensor({3, 4}, 33), sample_tensor({1, 4}, 32), sample_tensor({}, 31)},
+            [](const L& x) { return masked_fill(x[0], gt(x[1], 0.0), x[2]); }}};
 });
 KILN_REGISTER_OP("compare", false, [] {
   return S{{"lt", {sample_tensor({3, 4}, 47), sample_tensor({4}, 48)}, [](const L& x) { return lt(x[0], x[1]); }}};

@@ -12,6 +12,11 @@
 //   linalg.cpp      matmul linear
 //   nn_ops.cpp      softmax log_softmax scaled_masked_softmax layer_norm embedding dropout cross_entropy
 //   shape_ops.cpp   cat stack split chunk index_select
+//   gather_scatter.cpp  gather scatter scatter_add
+//   sort_scan_ops.cpp   sort argsort topk cumsum
+//   multinomial.cpp     multinomial
+//   triangle_ops.cpp    tril triu causal_mask
+//   softmax_dtype.cpp   softmax log_softmax with an output dtype
 //   fused.cpp       multi_head_attention(_qkv) linear_fused linear_gelu dropout_add (ops/fused.h:
 //                   each equals a composition of the ops above; used by nn/bert.cpp)
 // Shapes use B batch, T sequence, C channels, V vocabulary.
@@ -86,8 +91,13 @@ Tensor abs(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// x where mask is false, value where it is true; x and mask broadcast together
+// (the result has their broadcast shape, as torch.masked_fill does).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// value: a 0-dim tensor (its gradient is the sum over the filled positions).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
 // Comparisons give bool tensors and no gradient.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -159,6 +169,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // ---- neural-network ops ---------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// With an output dtype: computes in float32 (float64 when x or dtype is
+// float64) and rounds once to `dtype`; softmax(x_bf16, -1, DType::Float32) is
+// float32 probabilities of bfloat16 logits. (PyTorch casts x to dtype first;
+// for a wider dtype the two agree.)
+Tensor softmax(const Tensor& x, int64_t dim, DType dtype);
+Tensor log_softmax(const Tensor& x, int64_t dim, DType dtype);
 // softmax over the last dim of x * scale + mask: attention's normalisation.
 // x (..., C) floating; mask undefined or broadcastable to x (BERT's (B, 1, 1, T)
 // key bias for x (B, NH, T, T)). One fused kernel where the device has it
@@ -182,6 +198,54 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// PyTorch's gather/scatter along dim. index int64 or int32 with x's number of
+// dims, index.size(d) <= x.size(d) for d != dim (and <= src.size(d) for all
+// d), values in [0, x.size(dim)) (else kiln::Error naming the op and value).
+// gather: out (index's shape), out[i][j] = x[index[i][j]][j] for dim 0.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// scatter: a copy of x with out[index[i][j]][j] = src[i][j] (dim 0); where
+// several entries name one element the last in row-major order of index wins.
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value);
+// scatter_add: out[index[i][j]][j] += src[i][j], summed in row-major order of
+// index on every device: deterministic (Note [Deterministic scatter_add]).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+
+// ---- sorting, scans and sampling -------------------------------------------------------
+// Sorts along dim: values, and indices (int64) into x. Always stable (ties keep
+// their index order, ascending or descending; `stable` = false is accepted and
+// changes nothing), the same on every device. NaN sorts above +inf.
+ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = true);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = true);
+// The k largest (or smallest) along dim, sorted, ties broken by index:
+// x (..., C) -> values, indices (..., k) for dim -1; 0 <= k <= C. `sorted` =
+// false is accepted; the result is sorted anyway.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// Running sum along dim (integers and bool -> int64), summed in order:
+// deterministic, the same on every device.
+Tensor cumsum(const Tensor& x, int64_t dim);
+// Draws num_samples category indices (int64) per row of probs (C) or (R, C):
+// non-negative finite weights, not necessarily normalised -> (n) or (R, n).
+// Philox-seeded (Note [Multinomial sampling], ops/multinomial.cpp): the same
+// samples on the CPU and CUDA for the same generator state.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false, Generator* gen = nullptr);
+
+// ---- triangles and attention masks ---------------------------------------------------------
+// The lower (tril) or upper (triu) triangle of the last two dims of x
+// (..., M, N): element (i, j) is kept where j - i <= diagonal (tril) or
+// j - i >= diagonal (triu), else 0.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// The causal mask of T positions, (1, 1, T, T): query i may attend key j <= i.
+// Floating dtype (default float32): additive, as scaled_masked_softmax and
+// softmax(scores + mask) take it: 0 where attended, the dtype's lowest finite
+// value above the diagonal (torch.finfo(dtype).min, as Hugging Face's masks).
+// Combine it with a (B, 1, 1, T) key bias by minimum(), not add (lowest +
+// lowest overflows). multi_head_attention (ops/fused.h) takes key biases
+// only: causal attention is matmul, scaled_masked_softmax(scores, scale,
+// causal_mask(T)), matmul. Bool dtype: true where attended (torch SDPA's
+// convention; mask scores with masked_fill(scores, logical_not(m), value)).
+Tensor causal_mask(int64_t T, TensorOptions opts = {});
 
 // ---- helpers shared by ops ------------------------------------------------------------
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);

@@ -47,6 +47,15 @@ class CpuBackend final : public Backend {
   void index_add(const Tensor& o, int64_t dim, const Tensor& idx, const Tensor& s) override {
     cpu::index_add(o, dim, idx, s);
   }
+  void gather(const Tensor& o, const Tensor& i, int64_t dim, const Tensor& idx) override { cpu::gather(o, i, dim, idx); }
+  void scatter(const Tensor& o, int64_t dim, const Tensor& idx, const Tensor& s, bool add) override {
+    cpu::scatter(o, dim, idx, s, add);
+  }
+  void sort(const Tensor& v, const Tensor& idx, const Tensor& i, bool desc) override { cpu::sort(v, idx, i, desc); }
+  void cumsum(const Tensor& o, const Tensor& i, int64_t dim, bool rev) override { cpu::cumsum(o, i, dim, rev); }
+  void multinomial(const Tensor& o, const Tensor& p, const Tensor& u, bool repl) override {
+    cpu::multinomial(o, p, u, repl);
+  }
   void uniform(const Tensor& o, double lo, double hi, PhiloxState st) override { cpu::uniform(o, lo, hi, st); }
   void normal(const Tensor& o, double m, double s, PhiloxState st) override { cpu::normal(o, m, s, st); }
   void bernoulli(const Tensor& o, double p, PhiloxState st) override { cpu::bernoulli(o, p, st); }

@@ -59,6 +59,15 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 
+// gather_scatter.cpp
+void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, bool add);
+
+// sort_scan.cpp
+void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending);
+void cumsum(const Tensor& out, const Tensor& in, int64_t dim, bool reverse);
+void multinomial(const Tensor& out, const Tensor& probs, const Tensor& u, bool replacement);
+
 // random.cpp
 void uniform(const Tensor& out, double lo, double hi, PhiloxState st);
 void normal(const Tensor& out, double mean, double std, PhiloxState st);
