@@ -10,8 +10,13 @@
 namespace kiln {
 
 int64_t TensorImpl::numel() const {
+  // A zero size anywhere makes 0, whatever the other sizes' product would be.
+  for (int64_t s : sizes)
+    if (s == 0) return 0;
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes)
+    KILN_CHECK(!__builtin_mul_overflow(n, s, &n), "numel: element count of shape ", shape_str(sizes),
+               " overflows int64");
   return n;
 }
 
@@ -25,22 +30,30 @@ std::string shape_str(const Shape& s) {
 }
 
 int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
+  bool has_zero = false;
   for (int64_t d : s) {
     KILN_CHECK(d >= 0, "invalid shape ", shape_str(s), ": sizes must be non-negative");
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
-      fail("invalid shape ", shape_str(s), ": element count overflows int64");
-    n *= d;
+    has_zero = has_zero || d == 0;
   }
+  if (has_zero) return 0;  // whatever the product of the other sizes
+  int64_t n = 1;
+  for (int64_t d : s)
+    KILN_CHECK(!__builtin_mul_overflow(n, d, &n), "invalid shape ", shape_str(s), ": element count overflows int64");
   return n;
 }
 
 Shape contiguous_strides(const Shape& sizes) {
+  // Row-major strides, a size-0 dim counted as 1 (as PyTorch). Only strides
+  // are multiplied, never the product past the first dim: a shape with a zero
+  // size has few elements however large its other sizes, yet its strides can
+  // still overflow ([0, 2^32, 2^32] needs 2^64): that is a kiln::Error, as
+  // PyTorch's "Stride calculation overflowed".
   Shape st(sizes.size());
   int64_t acc = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
+    if (i > 0 && __builtin_mul_overflow(acc, std::max<int64_t>(sizes[i], 1), &acc))
+      fail("contiguous_strides: the strides of shape ", shape_str(sizes), " overflow int64");
   }
   return st;
 }

@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/file_util.h"
+#include "core/json_util.h"
 
 namespace kiln::data {
 namespace fs = std::filesystem;
@@ -18,13 +18,8 @@ namespace {
 std::string read_file(const std::string& path) {
   std::error_code ec;
   KILN_CHECK(fs::exists(path, ec), "read_labeled_file: '", path, "' does not exist");
-  KILN_CHECK(!fs::is_directory(path, ec), "read_labeled_file: '", path, "' is a directory");
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), "read_labeled_file: cannot open '", path, "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  KILN_CHECK(!in.bad(), "read_labeled_file: error reading '", path, "'");
-  std::string text = std::move(buffer).str();
+  // Note [Bounded input]: a regular file only (a FIFO would block the open).
+  std::string text = read_file_bounded(path, "read_labeled_file: '" + path + "'", kNoByteLimit);
   if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
   return text;
 }
@@ -98,12 +93,9 @@ Table parse_jsonl(const std::string& text, const std::string& name) {
   bool header = true;
   for_each_line(text, [&](std::string_view line, size_t number) {
     if (line.find_first_not_of(" \t\r\f\v") == std::string_view::npos) return;
-    nlohmann::ordered_json object;
-    try {
-      object = nlohmann::ordered_json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail(name, ":", number, ": invalid JSON: ", e.what());
-    }
+    // Note [Bounded JSON]: the depth limit stops the parse; a line is at most kMaxJsonBytes.
+    const nlohmann::ordered_json object =
+        parse_ordered_json_bounded(line, name + ":" + std::to_string(number));
     KILN_CHECK(object.is_object(), name, ":", number, ": expected a JSON object per line");
     if (header) {
       for (const auto& item : object.items()) t.columns.push_back(item.key());

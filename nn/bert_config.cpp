@@ -1,16 +1,15 @@
 #include "nn/bert_config.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <span>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/file_util.h"
+#include "core/json_util.h"
+#include "nn/model_size.h"
 #include "nn/safetensors.h"  // write_file_atomic
 
 namespace kiln {
@@ -18,7 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kMaxJsonDepth = 64;
 constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
 
 // A JSON value for an error message: its text, cut short when long.
@@ -26,29 +24,6 @@ std::string brief(const json& v) {
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > 80) s = s.substr(0, 77) + "...";
   return s;
-}
-
-// Parses JSON text, rejecting nesting deeper than kMaxJsonDepth (so that
-// dumping a value never recurses without bound).
-json parse_json(const std::string& text, const std::string& source) {
-  bool too_deep = false;
-  json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth)
-      too_deep = true;
-    return true;
-  };
-  // nlohmann stops at a NUL byte as if the input ended there; JSON text never holds one.
-  const size_t nul = text.find('\0');
-  KILN_CHECK(nul == std::string::npos, source, ": not valid JSON: NUL byte at offset ", nul);
-  json j;
-  try {
-    j = json::parse(text, callback, /*allow_exceptions=*/true);
-  } catch (const json::exception& e) {
-    fail(source, ": not valid JSON: ", e.what());
-  }
-  KILN_CHECK(!too_deep, source, ": JSON nested deeper than ", kMaxJsonDepth, " levels");
-  return j;
 }
 
 // Every key BertConfig reads or writes itself (the rest goes to `extra`).
@@ -203,12 +178,43 @@ void BertConfig::validate(const std::string& source) const {
   for (const auto& [key, text] : extra) {
     KILN_CHECK(std::find(std::begin(kFieldNames), std::end(kFieldNames), key) == std::end(kFieldNames),
                source, ": extra holds '", key, "', which is a BertConfig field");
-    KILN_CHECK(json::accept(text), source, ": extra['", key, "'] is not valid JSON text");
+    (void)parse_json_bounded(text, source + ": extra['" + key + "']");
   }
+  if (extra.count("id2label")) (void)id2label(source);
+}
+
+std::vector<std::string> BertConfig::id2label(const std::string& source) const {
+  const auto it = extra.find("id2label");
+  if (it == extra.end()) return {};
+  const std::string what = source + ": id2label";
+  const json j = parse_json_bounded(it->second, what);
+  KILN_CHECK(j.is_object(), what, " must be an object mapping label ids to names, got ", j.type_name());
+  std::vector<std::string> labels(j.size());
+  std::vector<bool> seen(j.size(), false);
+  for (const auto& [key, value] : j.items()) {
+    // Canonical decimal ids only: "01", " 1", "+1" would parse to ids that may collide.
+    const bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) {
+      return ch >= '0' && ch <= '9';
+    });
+    KILN_CHECK(digits && (key.size() == 1 || key[0] != '0'), what, ": key '", key,
+               "' is not a label id (a non-negative decimal integer without sign, spaces or leading zeros)");
+    size_t id = 0;
+    for (char ch : key)
+      KILN_CHECK(!__builtin_mul_overflow(id, 10, &id) && !__builtin_add_overflow(id, size_t(ch - '0'), &id),
+                 what, ": label id '", key, "' is too large");
+    KILN_CHECK(id < labels.size(), what, ": label id ", id, " is out of range: ", labels.size(),
+               " labels need the ids 0 to ", labels.size() - 1);
+    KILN_CHECK(!seen[id], what, ": label id ", id, " appears twice");
+    KILN_CHECK(value.is_string(), what, ": the name of label ", id, " must be a string, got ",
+               value.type_name(), " ", brief(value));
+    seen[id] = true;
+    labels[id] = value.get<std::string>();
+  }
+  return labels;
 }
 
 BertConfig BertConfig::from_json_string(const std::string& text, const std::string& source_name) {
-  const json j = parse_json(text, source_name);
+  const json j = parse_json_bounded(text, source_name);  // Note [Bounded JSON]
   KILN_CHECK(j.is_object(), source_name, ": config must be a JSON object, got ", j.type_name());
   FieldReader r(j, source_name);
   BertConfig c;
@@ -234,16 +240,12 @@ BertConfig BertConfig::from_json_string(const std::string& text, const std::stri
   r.optional("architectures", c.architectures);
   c.extra = r.unused();
   c.validate(source_name);
+  check_model_size(c, source_name);  // Note [Model size limit]
   return c;
 }
 
 BertConfig BertConfig::from_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in, path, ": cannot open: ", std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  KILN_CHECK(!in.bad(), path, ": read failed");
-  return from_json_string(text.str(), path);
+  return from_json_string(read_file_bounded(path, path, kMaxJsonBytes), path);  // Note [Bounded input]
 }
 
 std::string BertConfig::to_json_string() const {

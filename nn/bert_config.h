@@ -6,14 +6,19 @@
 // type_vocab_size are required; every other field takes the Hugging Face
 // BertConfig default when absent. Keys kiln does not model ("_name_or_path",
 // "transformers_version", "id2label", ...) are kept verbatim in `extra` and
-// written back. A config that is not valid (see validate()) is rejected.
+// written back. A config that is not valid (see validate()) is rejected, and
+// so is one whose model would not fit in memory (Note [Model size limit],
+// nn/model_size.h). The JSON text is parsed with the bounds of Note [Bounded
+// JSON] (core/json_util.h: at most kMaxJsonBytes, nested at most 64 deep, no
+// duplicate keys); from_json_file reads only a regular file (Note [Bounded input]).
 //
 // Invariants after from_json_*() / preset() / validate():
 //   - every size is in [1, 2^31 - 1] and hidden_size % num_attention_heads == 0;
 //   - dropout probabilities are in [0, 1); layer_norm_eps > 0 and finite;
 //     initializer_range > 0 and finite;
 //   - hidden_act is one of known_activations(); position_embedding_type is "absolute";
-//   - pad_token_id, when set, is in [0, vocab_size).
+//   - pad_token_id, when set, is in [0, vocab_size);
+//   - extra["id2label"], when present, is what id2label() accepts.
 // Every error is a kiln::Error naming the source (file) and the field.
 #pragma once
 
@@ -60,6 +65,12 @@ struct BertConfig {
 
   // Throws kiln::Error "<source>: <field> ..." for the first invalid field.
   void validate(const std::string& source = "BertConfig") const;
+
+  // The label names of extra["id2label"] in id order; empty when absent. The
+  // keys must be the canonical decimal ids "0", "1", ..., n - 1, each once
+  // (no sign, spaces or leading zeros: "00" and " 1" are errors, not aliases
+  // of 0 and 1), the values strings; anything else is a kiln::Error.
+  std::vector<std::string> id2label(const std::string& source = "BertConfig") const;
 
   static BertConfig from_json_string(const std::string& text,
                                      const std::string& source_name = "config.json");

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
+#include "core/file_util.h"
 #include "nn/safetensors.h"
 
 namespace kiln::nn {
@@ -51,7 +53,102 @@ std::string legacy_rename(std::string k) {
 
 bool starts(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
+// A file tensor's name as a BertModel's (legacy names renamed, no "bert." prefix).
+std::string base_name(const std::string& raw) {
+  std::string k = legacy_rename(raw);
+  return starts(k, "bert.") ? k.substr(5) : k;
+}
+
+// The shape of one tensor of encoder.layer.N (`rest` follows "encoder.layer.N.").
+std::optional<Shape> layer_shape(const BertConfig& c, const std::string& rest) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  if (rest == "intermediate.dense.weight") return Shape{I, H};
+  if (rest == "intermediate.dense.bias") return Shape{I};
+  if (rest == "output.dense.weight") return Shape{H, I};
+  for (const char* p : {"attention.self.query.", "attention.self.key.", "attention.self.value.",
+                        "attention.output.dense."}) {
+    if (rest == std::string(p) + "weight") return Shape{H, H};
+    if (rest == std::string(p) + "bias") return Shape{H};
+  }
+  for (const char* p : {"output.dense.bias", "attention.output.LayerNorm.weight",
+                        "attention.output.LayerNorm.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"})
+    if (rest == p) return Shape{H};
+  return std::nullopt;
+}
+
+constexpr const char* kLayerTensors[] = {
+    "attention.self.query.weight", "attention.self.query.bias", "attention.self.key.weight",
+    "attention.self.key.bias", "attention.self.value.weight", "attention.self.value.bias",
+    "attention.output.dense.weight", "attention.output.dense.bias", "attention.output.LayerNorm.weight",
+    "attention.output.LayerNorm.bias", "intermediate.dense.weight", "intermediate.dense.bias",
+    "output.dense.weight", "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"};
+constexpr const char* kEmbeddingTensors[] = {
+    "embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+    "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"};
+
+// The shape `c` implies for a tensor (by base_name), or nullopt when the
+// config does not fix it (a classifier head, a layer past num_hidden_layers,
+// a tensor kiln does not know).
+std::optional<Shape> config_shape(const BertConfig& c, const std::string& name) {
+  const int64_t V = c.vocab_size, H = c.hidden_size;
+  const std::pair<const char*, Shape> fixed[] = {
+      {"embeddings.word_embeddings.weight", {V, H}},
+      {"embeddings.position_embeddings.weight", {c.max_position_embeddings, H}},
+      {"embeddings.token_type_embeddings.weight", {c.type_vocab_size, H}},
+      {"embeddings.LayerNorm.weight", {H}},
+      {"embeddings.LayerNorm.bias", {H}},
+      {"embeddings.position_ids", {1, c.max_position_embeddings}},
+      {"pooler.dense.weight", {H, H}},
+      {"pooler.dense.bias", {H}},
+      {"cls.predictions.transform.dense.weight", {H, H}},
+      {"cls.predictions.transform.dense.bias", {H}},
+      {"cls.predictions.transform.LayerNorm.weight", {H}},
+      {"cls.predictions.transform.LayerNorm.bias", {H}},
+      {"cls.predictions.bias", {V}},
+      {"cls.predictions.decoder.weight", {V, H}},
+      {"cls.predictions.decoder.bias", {V}},
+      {"cls.seq_relationship.weight", {2, H}},
+      {"cls.seq_relationship.bias", {2}},
+  };
+  for (const auto& [n, shape] : fixed)
+    if (name == n) return shape;
+  const std::string prefix = "encoder.layer.";
+  if (!starts(name, prefix)) return std::nullopt;
+  const size_t dot = name.find('.', prefix.size());
+  const std::string index = name.substr(prefix.size(), dot == std::string::npos ? dot : dot - prefix.size());
+  if (dot == std::string::npos || index.empty() || index.size() > 10 || (index.size() > 1 && index[0] == '0') ||
+      !std::all_of(index.begin(), index.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return std::nullopt;
+  if (std::stoll(index) >= c.num_hidden_layers) return std::nullopt;  // ignored by the loader
+  return layer_shape(c, name.substr(dot + 1));
+}
+
 }  // namespace
+
+void check_checkpoint_matches_config(const std::string& safetensors_path, const BertConfig& config,
+                                     const std::string& config_source) {
+  KILN_CHECK(fs::exists(safetensors_path), safetensors_path, ": file not found");
+  const SafeTensorsFile f = SafeTensorsFile::open(safetensors_path);
+  std::set<std::string> present;
+  for (const SafeTensorInfo& info : f.tensors()) {
+    const std::string name = base_name(info.name);
+    present.insert(name);
+    const std::optional<Shape> want = config_shape(config, name);
+    KILN_CHECK(!want || *want == info.shape, safetensors_path, ": tensor '", info.name, "' has shape ",
+               shape_str(info.shape), " but ", config_source, " implies ", shape_str(want ? *want : Shape{}),
+               " (does config.json match the weights?)");
+  }
+  for (const char* name : kEmbeddingTensors)
+    KILN_CHECK(present.count(name), safetensors_path, ": checkpoint lacks '", name,
+               "', which every BERT model has (config: ", config_source, ")");
+  // Stops at the first missing tensor: a huge num_hidden_layers costs no more than the file's tensor count.
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i)
+    for (const char* rest : kLayerTensors) {
+      const std::string name = "encoder.layer." + std::to_string(i) + "." + rest;
+      KILN_CHECK(present.count(name), safetensors_path, ": checkpoint lacks '", name, "', which ",
+                 config_source, "'s num_hidden_layers = ", config.num_hidden_layers, " implies");
+    }
+}
 
 LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, const std::string& source) {
   std::set<std::string> model_keys;
@@ -118,6 +215,7 @@ void save_pretrained(const Module& model, const BertConfig& config, const std::s
   try {
     config.to_json_file((tmp / "config.json").string());
     save_safetensors((tmp / "model.safetensors").string(), model.state_dict());
+    if (!vocab_file.empty()) check_regular_file(vocab_file, vocab_file);  // Note [Bounded input]
     if (!vocab_file.empty()) fs::copy_file(vocab_file, tmp / "vocab.txt", fs::copy_options::overwrite_existing);
     // replace: move the old directory aside, rename the new one in, drop the old
     const fs::path old = parent / (target.filename().string() + ".old-" + std::to_string(::getpid()));

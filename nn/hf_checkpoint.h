@@ -35,10 +35,23 @@ LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, con
 // Reads config.json from a model directory (kiln::Error naming a missing file).
 BertConfig load_config(const std::string& dir);
 
-// Builds M(config, args...) from dir/config.json and loads dir/model.safetensors.
+// Checks a checkpoint's header against a config before any model is built
+// (reading the header only): every base-model tensor the config implies
+// (embeddings.*, encoder.layer.0 to num_hidden_layers - 1) must be in the
+// file, and every file tensor whose shape the config fixes must have that
+// shape. Names are mapped as load_hf_state maps them ("bert." prefix,
+// gamma/beta). kiln::Error naming the tensor and both shapes, or the missing
+// tensor and the config field that implies it.
+void check_checkpoint_matches_config(const std::string& safetensors_path, const BertConfig& config,
+                                     const std::string& config_source);
+
+// Builds M(config, args...) from dir/config.json and loads dir/model.safetensors,
+// after check_checkpoint_matches_config (so a mismatch is found before building).
 template <typename M, typename... Args>
 std::shared_ptr<M> from_pretrained(const std::string& dir, LoadReport* report = nullptr, Args&&... args) {
-  auto model = std::make_shared<M>(load_config(dir), std::forward<Args>(args)...);
+  const BertConfig config = load_config(dir);
+  check_checkpoint_matches_config(dir + "/model.safetensors", config, dir + "/config.json");
+  auto model = std::make_shared<M>(config, std::forward<Args>(args)...);
   LoadReport r = load_hf_state(*model, load_safetensors(dir + "/model.safetensors"), dir + "/model.safetensors");
   if (report) *report = r;
   return model;

@@ -18,6 +18,8 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/file_util.h"
+#include "core/json_util.h"
 
 namespace kiln {
 namespace {
@@ -108,47 +110,6 @@ std::string brief(const json& v) {
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > 80) s = s.substr(0, 77) + "...";
   return s;
-}
-
-// Deeper nesting is rejected so that no later step (dump) recurses without bound.
-constexpr int kMaxJsonDepth = 64;
-
-// Parses `text` as JSON, recording the first key repeated within one object
-// (nlohmann would silently keep only one of them).
-json parse_rejecting_duplicates(const char* text, size_t n, const std::string& file) {
-  std::vector<std::set<std::string>> open_objects;
-  std::optional<std::string> duplicate;
-  bool duplicate_at_top = false;
-  bool too_deep = false;
-  json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth)
-      too_deep = true;
-    if (event == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == json::parse_event_t::key && !open_objects.empty() && !duplicate) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second) {
-        duplicate = key;
-        duplicate_at_top = open_objects.size() == 1;
-      }
-    }
-    return true;
-  };
-  json j;
-  try {
-    j = json::parse(text, text + n, callback, /*allow_exceptions=*/true);
-  } catch (const json::exception& e) {
-    fail(file, ": header is not valid JSON: ", e.what());
-  }
-  KILN_CHECK(!too_deep, file, ": header JSON is nested deeper than ", kMaxJsonDepth, " levels");
-  if (duplicate) {
-    if (duplicate_at_top) fail(file, ": duplicate tensor name '", *duplicate, "' in the header");
-    fail(file, ": duplicate key '", *duplicate, "' in an object of the header");
-  }
-  return j;
 }
 
 std::map<std::string, std::string> parse_metadata(const json& m, const std::string& file) {
@@ -253,19 +214,9 @@ SafeTensorsFile::~SafeTensorsFile() = default;
 SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   SafeTensorsFile f;
   f.name_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  KILN_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(path, ": cannot stat: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  uint64_t file_size = 0;
+  const int fd = open_regular_file(path, path, kNoByteLimit, &file_size);  // Note [Bounded input]
+  const size_t size = static_cast<size_t>(file_size);
   if (size < 8) {
     ::close(fd);
     fail(path, ": file is ", size, " bytes, too short for the 8-byte header length");
@@ -319,8 +270,12 @@ void SafeTensorsFile::parse() {
   const void* nul = std::memchr(header, 0, header_len);
   KILN_CHECK(!nul, file, ": header is not valid JSON: NUL byte at byte ",
              static_cast<const uint8_t*>(nul) - header, " of the header");
-  const json j =
-      parse_rejecting_duplicates(reinterpret_cast<const char*>(header), header_len, file);
+  // Note [Bounded JSON]: the depth limit stops the parse, duplicate keys are errors.
+  JsonLimits limits;
+  limits.max_bytes = kMaxSafeTensorsHeaderBytes;
+  const json j = parse_json_bounded(
+      std::string_view(reinterpret_cast<const char*>(header), static_cast<size_t>(header_len)),
+      file + ": header", limits);
   KILN_CHECK(j.is_object(), file, ": header must be a JSON object, got ", j.type_name());
 
   for (const auto& [key, value] : j.items()) {

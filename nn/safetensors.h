@@ -7,8 +7,11 @@
 //
 // Invariants of a SafeTensorsFile once open()/from_bytes()/view_bytes() return
 // (anything else throws kiln::Error naming the file and the problem):
-//   - 8 <= file size, N <= kMaxHeaderBytes, 8 + N <= file size;
-//   - the header is valid UTF-8 JSON, a top-level object without duplicate keys;
+//   - open(): the path names a regular file (Note [Bounded input], core/file_util.h);
+//   - 8 <= file size, N <= kMaxSafeTensorsHeaderBytes, 8 + N <= file size;
+//   - the header is valid UTF-8 JSON, a top-level object without duplicate keys
+//     in any object, nested at most kMaxJsonDepth deep (the parse stops there,
+//     Note [Bounded JSON] in core/json_util.h);
 //   - every tensor entry has exactly the keys dtype (a known code), shape (an
 //     array of integers in [0, 2^63)) and data_offsets ([begin, end], begin <= end);
 //   - product(shape) * element size == end - begin (computed without overflow);

@@ -15,6 +15,15 @@ Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
   return v;
 }
 
+// x.offset() + index * x.stride(d), checked: a tensor with no elements may
+// have sizes and strides whose products overflow int64.
+int64_t view_offset(const Tensor& x, int64_t d, int64_t index, const char* op) {
+  int64_t step = 0, offset = 0;
+  KILN_CHECK(!__builtin_mul_overflow(index, x.stride(d), &step) && !__builtin_add_overflow(x.offset(), step, &offset),
+             op, ": index ", index, " times stride ", x.stride(d), " of dimension ", d, " overflows int64");
+  return offset;
+}
+
 // Resolves one -1 in `shape` against numel.
 Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape& from) {
   Shape out = shape;
@@ -25,7 +34,8 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape
       infer = static_cast<int64_t>(i);
     } else {
       KILN_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in shape ", shape_str(shape));
-      known *= out[i];
+      KILN_CHECK(!__builtin_mul_overflow(known, out[i], &known), op, ": shape ", shape_str(shape),
+                 " has more elements than int64 counts");
     }
   }
   if (infer >= 0) {
@@ -130,9 +140,14 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape sizes = x.sizes(), strides = x.strides();
-  sizes[static_cast<size_t>(d)] = (end - start + step - 1) / step;
-  strides[static_cast<size_t>(d)] *= step;
-  Tensor out = make_view(x, sizes, strides, x.offset() + start * x.stride(d));
+  // ceil((end - start) / step) without forming end - start + step - 1, which overflows for a huge step.
+  const int64_t size = end == start ? 0 : (end - start - 1) / step + 1;
+  sizes[static_cast<size_t>(d)] = size;
+  // Along a dim of at most one element any stride addresses the same; keep it (no product to overflow).
+  if (size > 1)
+    KILN_CHECK(!__builtin_mul_overflow(x.stride(d), step, &strides[static_cast<size_t>(d)]), "slice: step ", step,
+               " times stride ", x.stride(d), " of dimension ", d, " overflows int64");
+  Tensor out = make_view(x, sizes, strides, view_offset(x, d, start, "slice"));
   if (should_record({x})) {
     const Shape in = x.sizes();
     const DType dt = x.dtype();
@@ -152,9 +167,14 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   const int64_t d = wrap_dim(dim, x.dim(), "narrow");
   const int64_t n = x.size(d);
   if (start < 0 && start >= -n) start += n;
-  KILN_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow: range [", start, ", ", start + length,
-             ") out of bounds for dimension ", d, " of size ", n);
-  return slice(x, d, start, start + length);
+  // start + length is formed only once known not to overflow (signed overflow is undefined).
+  int64_t end = 0;
+  KILN_CHECK(start >= 0 && start <= n, "narrow: start ", start, " out of bounds for dimension ", d, " of size ", n);
+  KILN_CHECK(length >= 0, "narrow: length ", length, " must be non-negative");
+  KILN_CHECK(!__builtin_add_overflow(start, length, &end), "narrow: start ", start, " + length ", length,
+             " overflows int64 (dimension ", d, " has size ", n, ")");
+  KILN_CHECK(end <= n, "narrow: range [", start, ", ", end, ") out of bounds for dimension ", d, " of size ", n);
+  return slice(x, d, start, end);
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
@@ -167,7 +187,7 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   Shape sizes = x.sizes(), strides = x.strides();
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
-  Tensor out = make_view(x, sizes, strides, x.offset() + index * x.stride(d));
+  Tensor out = make_view(x, sizes, strides, view_offset(x, d, index, "select"));
   if (should_record({x})) {
     const Shape in = x.sizes();
     const DType dt = x.dtype();

@@ -12,7 +12,11 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/json_util.h"
+#include "hostile_util.h"
+#include "nn/bert.h"
 #include "nn/bert_config.h"
+#include "nn/model_size.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -249,4 +253,130 @@ TEST(BertConfig, ValidateProgrammaticConfigs) {
   c.extra.clear();
   c.layer_norm_eps = std::numeric_limits<double>::quiet_NaN();
   EXPECT_THROW(c.validate(), kiln::Error);
+}
+
+// ---- hostile configs (Notes [Model size limit], [Bounded JSON], [Bounded input]) ----
+
+// Restores the model size limit and KILN_MAX_MODEL_BYTES on scope exit.
+struct ModelLimitGuard {
+  ModelLimitGuard() { ::unsetenv("KILN_MAX_MODEL_BYTES"); }
+  ~ModelLimitGuard() {
+    kiln::set_max_model_bytes(std::nullopt);
+    ::unsetenv("KILN_MAX_MODEL_BYTES");
+  }
+};
+
+TEST(BertConfig, EstimateCountsEveryParameterOfTheModel) {
+  json j = minimal();
+  j["vocab_size"] = 99;
+  j["intermediate_size"] = 96;
+  const BertConfig c = BertConfig::from_json_string(j.dump());
+  kiln::nn::BertForPreTraining model(c);
+  uint64_t elements = 0, tensors = 0;
+  for (const auto& [name, t] : model.state_dict()) {
+    elements += static_cast<uint64_t>(t.numel());
+    ++tensors;
+  }
+  const kiln::ModelSizeEstimate e = kiln::estimate_model_size(c);
+  EXPECT_EQ(e.parameters, elements);
+  EXPECT_EQ(e.tensors, tensors);
+  EXPECT_EQ(e.bytes, 4 * elements + kiln::kTensorOverheadBytes * tensors);
+  // bert-base: transformers' 110,106,428 parameters of BertForPreTraining and
+  // the 512 position_ids; sizes near 2^31 saturate instead of overflowing.
+  EXPECT_EQ(kiln::estimate_model_size(BertConfig::preset("bert-base")).parameters, 110106428u + 512u);
+  BertConfig huge = c;
+  huge.vocab_size = huge.hidden_size = huge.intermediate_size = huge.num_hidden_layers = 2147483647;
+  EXPECT_EQ(kiln::estimate_model_size(huge).bytes, std::numeric_limits<uint64_t>::max());
+}
+
+TEST(BertConfig, RefusesModelsTooLargeForMemory) {
+  ModelLimitGuard guard;
+  // Valid field by field; before the limit, building it ran until the OOM killer came.
+  expect_rejected_with("num_hidden_layers", 2147483647,
+                       "num_hidden_layers 2147483647, intermediate_size 256, max_position_embeddings 128) has about");
+  expect_rejected_with("num_hidden_layers", 2147483647, "(the machine's physical memory; set KILN_MAX_MODEL_BYTES");
+  json j = minimal();
+  j["vocab_size"] = 2147483647;
+  j["hidden_size"] = 2147483647;
+  j["num_attention_heads"] = 1;
+  expect_rejected(j.dump(), "bytes, over the limit of");
+  j["max_position_embeddings"] = 2147483647;
+  j["type_vocab_size"] = 2147483647;
+  expect_rejected(j.dump(), "needs about more than 2^64 bytes");
+  EXPECT_NO_THROW(BertConfig::from_json_string(BertConfig::preset("bert-base").to_json_string()));
+  // A config built in code is checked when asked.
+  BertConfig c = BertConfig::preset("bert-tiny");
+  c.num_hidden_layers = 2147483647;
+  EXPECT_KILN_ERROR(kiln::check_model_size(c, "mine"), "mine: the model this config describes");
+}
+
+TEST(BertConfig, ModelLimitFromApiAndEnvironment) {
+  ModelLimitGuard guard;
+  const std::string text = minimal().dump();
+  const uint64_t need = kiln::estimate_model_size(BertConfig::from_json_string(text)).bytes;
+  ::setenv("KILN_MAX_MODEL_BYTES", std::to_string(need - 1).c_str(), 1);
+  EXPECT_EQ(kiln::max_model_bytes(), need - 1);
+  expect_rejected(text, "over the limit of " + std::to_string(need - 1) + " bytes (KILN_MAX_MODEL_BYTES)");
+  ::setenv("KILN_MAX_MODEL_BYTES", std::to_string(need).c_str(), 1);
+  EXPECT_NO_THROW(BertConfig::from_json_string(text));
+  for (const char* bad : {"12abc", "-5", "0", " 100", "1e9", "99999999999999999999999"}) {
+    ::setenv("KILN_MAX_MODEL_BYTES", bad, 1);
+    EXPECT_KILN_ERROR(BertConfig::from_json_string(text), "KILN_MAX_MODEL_BYTES='" + std::string(bad) +
+                                                              "' must be a byte count");
+  }
+  // The API setting wins over the environment.
+  kiln::set_max_model_bytes(need - 1);
+  expect_rejected(text, "bytes (set by kiln::set_max_model_bytes)");
+  kiln::set_max_model_bytes(need);
+  EXPECT_NO_THROW(BertConfig::from_json_string(text));
+  kiln::set_max_model_bytes(std::nullopt);
+  ::unsetenv("KILN_MAX_MODEL_BYTES");
+  EXPECT_GT(kiln::max_model_bytes(), uint64_t{1} << 26);  // the physical memory
+}
+
+TEST(BertConfig, Id2LabelKeysMustBeCanonical) {
+  auto with_labels = [](const json& id2label) {
+    json j = minimal();
+    j["id2label"] = id2label;
+    return j.dump();
+  };
+  const BertConfig c = BertConfig::from_json_string(with_labels({{"1", "POS"}, {"0", "NEG"}}));
+  EXPECT_EQ(c.id2label(), (std::vector<std::string>{"NEG", "POS"}));
+  EXPECT_TRUE(BertConfig::from_json_string(minimal().dump()).id2label().empty());
+  // "00" and "0", " 1" and "1" were both accepted and collided on one id.
+  for (const char* key : {"00", "01", " 1", "1 ", "+1", "-1", "", "0x1", "1e0", "1.0", "Ù¡"}) {
+    SCOPED_TRACE(key);
+    expect_rejected(with_labels({{"0", "NEG"}, {key, "POS"}}),
+                    std::string("id2label: key '") + key + "' is not a label id (a non-negative decimal integer");
+  }
+  expect_rejected(with_labels({{"0", "NEG"}, {"2", "POS"}}), "id2label: label id 2 is out of range: 2 labels");
+  expect_rejected(with_labels({{"0", "NEG"}, {"99999999999999999999999", "POS"}}), "label id '99999999999999999999999' is too large");
+  expect_rejected(with_labels({{"0", 7}}), "id2label: the name of label 0 must be a string, got number");
+  expect_rejected(with_labels(json::array({"NEG"})), "id2label must be an object");
+  expect_rejected(R"({"id2label": {"0": "a", "0": "b"}, "vocab_size": 10})", "duplicate key '0' in a nested object");
+  BertConfig code = BertConfig::preset("bert-tiny");
+  code.extra["id2label"] = R"({"0": "a", "00": "b"})";
+  EXPECT_KILN_ERROR(code.validate("mine"), "mine: id2label: key '00' is not a label id");
+}
+
+TEST(BertConfig, VocabularyMustFitTheEmbeddings) {
+  const BertConfig c = BertConfig::from_json_string(minimal().dump());  // vocab_size 1000
+  EXPECT_NO_THROW(kiln::check_vocab_matches(c, 1000, "model"));
+  EXPECT_NO_THROW(kiln::check_vocab_matches(c, 998, "model"));  // a padded vocab_size is fine
+  EXPECT_KILN_ERROR(kiln::check_vocab_matches(c, 30522, "model"),
+                    "model: the tokenizer's vocabulary has 30522 tokens but the model's vocab_size is 1000",
+                    "token ids 1000 to 30521 have no row");
+}
+
+TEST(BertConfig, HostileJsonIsBounded) {
+  expect_rejected(R"({"vocab_size": 10, "vocab_size": 1000})", "cfg.json: duplicate key 'vocab_size' at the top level");
+  // The parse stops at the depth limit: 8 MiB of '[' cost 600+ MiB while nlohmann kept building.
+  EXPECT_KILN_ERROR_BOUNDED(BertConfig::from_json_string(std::string(8 << 20, '['), "cfg.json"),
+                            "cfg.json: JSON nested deeper than 64 levels", 60, 64);
+  kiln::testing::ScratchPath dir("bert_config");  // shared with the death tests' children
+  const std::string fifo = dir.fifo("config.json");
+  EXPECT_FIFO_REFUSED(BertConfig::from_json_file(fifo));  // blocked in open() until a writer came
+  EXPECT_KILN_ERROR(BertConfig::from_json_file(dir.path().string()), "is not a regular file (a directory)");
+  const std::string big = dir.write("big.json", minimal().dump() + std::string(kiln::kMaxJsonBytes, ' '));
+  EXPECT_KILN_ERROR(BertConfig::from_json_file(big), big + ": file is", "over the limit of 16777216 bytes");
 }

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "data/finetune_data.h"
+#include "hostile_util.h"
 #include "test_util.h"
 
 namespace kiln::data {
@@ -172,7 +173,7 @@ TEST(FinetuneData, CsvJsonlAndPairs) {
   const std::string missing_key = files.write("bad.jsonl", "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\"}\n");
   EXPECT_KILN_ERROR(read_labeled_file(missing_key), "bad.jsonl:2", "missing key \"label\"");
   const std::string bad_json = files.write("bad2.jsonl", "{\"text\": \"a\", \"label\": 0}\n{\"text\": \n");
-  EXPECT_KILN_ERROR(read_labeled_file(bad_json), "bad2.jsonl:2", "invalid JSON");
+  EXPECT_KILN_ERROR(read_labeled_file(bad_json), "bad2.jsonl:2", "not valid JSON");
   const std::string nested = files.write("bad3.jsonl", "{\"text\": {\"a\": 1}, \"label\": 0}\n");
   EXPECT_KILN_ERROR(read_labeled_file(nested), "bad3.jsonl:1", "not a string or a number");
 }
@@ -209,6 +210,25 @@ TEST(FinetuneData, TsvErrorsNameFileAndLine) {
   strict.label_set = {"0", "1"};
   const std::string three = files.write("three.tsv", "sentence\tlabel\na\t0\nb\t2\n");
   EXPECT_KILN_ERROR(read_labeled_file(three, strict), "three.tsv:3", "label \"2\" is not in the label set {0, 1}");
+}
+
+// Note [Bounded input]: a FIFO blocked read_labeled_file in open() until some writer came.
+TEST(FinetuneData, HostileInputFiles) {
+  kiln::testing::ScratchPath dir("finetune");
+  for (const char* name : {"train.tsv", "train.csv", "train.jsonl"}) {
+    SCOPED_TRACE(name);
+    const std::string fifo = dir.fifo(name);
+    EXPECT_FIFO_REFUSED(read_labeled_file(fifo));
+  }
+  const std::string as_dir = (dir.path() / "dir.tsv").string();
+  fs::create_directories(as_dir);
+  EXPECT_KILN_ERROR(read_labeled_file(as_dir), "dir.tsv", "is not a regular file (a directory)");
+  // A JSONL line is parsed with the depth limit (the parse stops there) and no duplicate keys.
+  const std::string deep = dir.write("deep.jsonl", "{\"text\": \"a\", \"label\": 0}\n{\"text\": " +
+                                                       std::string(100000, '[') + "}\n");
+  EXPECT_KILN_ERROR(read_labeled_file(deep), "deep.jsonl:2: JSON nested deeper than 64 levels");
+  const std::string dup = dir.write("dup.jsonl", "{\"text\": \"a\", \"label\": 0, \"label\": 1}\n");
+  EXPECT_KILN_ERROR(read_labeled_file(dup), "dup.jsonl:1: duplicate key 'label'");
 }
 
 TEST(FinetuneData, PadEncodingsChecksItsInput) {

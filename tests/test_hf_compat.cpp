@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "hostile_util.h"
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
 #include "test_util.h"
@@ -79,6 +80,42 @@ TEST(HfCompat, SequenceClassificationLoadsInTransformers) {
   NoGradGuard g;
   Tensor ours = m.forward(in.ids, in.mask).logits;
   EXPECT_LT(max_abs_diff(hf, ours), 1e-5);
+}
+
+// config.json is checked against model.safetensors' header before any model
+// is built: a mismatch names the tensor and both shapes (a missing layer, the
+// config field that implies it), where it used to be found only after
+// building the whole model from the config (or never, for a huge layer count).
+TEST(HfCompat, ConfigCheckedAgainstCheckpointBeforeBuilding) {
+  manual_seed(14);
+  const BertConfig c = tiny("BertModel");  // vocab 120, hidden 128, 2 layers, intermediate 512
+  testing::ScratchPath scratch("hf_compat");
+  const std::string dir = scratch / "model";
+  nn::save_pretrained(nn::BertModel(c), c, dir);
+  EXPECT_NO_THROW(nn::from_pretrained<nn::BertModel>(dir));
+  EXPECT_NO_THROW(nn::from_pretrained<nn::BertForMaskedLM>(dir));  // heads fresh, base checked
+  const auto with = [&](const std::string& field, int64_t value) {
+    BertConfig other = c;
+    if (field == "vocab_size") other.vocab_size = value;
+    if (field == "num_hidden_layers") other.num_hidden_layers = value;
+    if (field == "intermediate_size") other.intermediate_size = value;
+    other.to_json_file(dir + "/config.json");
+  };
+  with("vocab_size", 121);
+  EXPECT_KILN_ERROR(nn::from_pretrained<nn::BertModel>(dir),
+                    "model.safetensors: tensor 'embeddings.word_embeddings.weight' has shape [120, 128] but",
+                    "config.json implies [121, 128]");
+  with("intermediate_size", 256);
+  EXPECT_KILN_ERROR(nn::from_pretrained<nn::BertForSequenceClassification>(dir, nullptr, 2),
+                    "tensor 'encoder.layer.0.intermediate.dense.bias' has shape [512] but", "implies [256]");
+  with("num_hidden_layers", 2000);
+  EXPECT_KILN_ERROR(nn::from_pretrained<nn::BertModel>(dir),
+                    "checkpoint lacks 'encoder.layer.2.attention.self.query.weight', which",
+                    "config.json's num_hidden_layers = 2000 implies");
+  with("num_hidden_layers", 1);  // fewer layers than the file: the rest is ignored, as before
+  nn::LoadReport report;
+  EXPECT_NO_THROW(nn::from_pretrained<nn::BertModel>(dir, &report));
+  EXPECT_EQ(report.ignored.size(), 16u);
 }
 
 }  // namespace

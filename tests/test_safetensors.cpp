@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "hostile_util.h"
 #include "nn/safetensors.h"
 #include "test_util.h"
 
@@ -317,15 +318,15 @@ TEST(SafeTensors, RejectsHostileFiles) {
                   "tensor 'a': unknown dtype 'Q7' (known: BOOL U8 I8");
   expect_rejected(make_file("{\"a\xff\":1}"), "header is not valid UTF-8 (byte 3 of the header)");
   expect_rejected(make_file("{\"a\":\"\xc3\x28\"}"), "header is not valid UTF-8 (byte 6 of the header)");
-  expect_rejected(make_file("{\"a\": "), "header is not valid JSON: [json.exception.parse_error.101]");
-  expect_rejected(make_file("{} x"), "header is not valid JSON");
+  expect_rejected(make_file("{\"a\": "), "header: not valid JSON: [json.exception.parse_error.101]");
+  expect_rejected(make_file("{} x"), "header: not valid JSON");
   expect_rejected(make_file(std::string("{}\0x", 4)), "header is not valid JSON: NUL byte at byte 2 of the header");
   expect_rejected(make_file("{" + entry("a", "F32", "[1]", 0, 4) + "," + entry("a", "F32", "[1]", 0, 4) + "}",
                             std::vector<uint8_t>(4)),
-                  "duplicate tensor name 'a' in the header");
+                  "header: duplicate key 'a' at the top level");
   expect_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
                             std::vector<uint8_t>(4)),
-                  "duplicate key 'dtype' in an object of the header");
+                  "header: duplicate key 'dtype' in a nested object");
   expect_rejected(make_file("{" + entry("a", "F32", "[-1]", 0, 0) + "}"), "tensor 'a': shape[0] is negative (-1)");
   expect_rejected(make_file("{" + entry("a", "F32", "[2,-3]", 0, 0) + "}"), "tensor 'a': shape[1] is negative (-3)");
   // Wrong JSON types.
@@ -362,7 +363,20 @@ TEST(SafeTensors, RejectsHostileFiles) {
                   "tensor 'm' (BOOL) holds byte 7 at element 2; booleans must be 0 or 1");
   // Deep nesting is refused before anything recurses over it.
   expect_rejected(make_file("{\"__metadata__\":" + std::string(100000, '[') + std::string(100000, ']') + "}"),
-                  "header JSON is nested deeper than 64 levels");
+                  "header: JSON nested deeper than 64 levels");
+}
+
+TEST(SafeTensors, HostileHeadersAndFilesAreBounded) {
+  // The parse stops at the depth limit: 8 MiB of '[' in the header (the format
+  // allows 100 MB) cost 600+ MiB while nlohmann kept building.
+  EXPECT_KILN_ERROR_BOUNDED(SafeTensorsFile::from_bytes(make_file(std::string(8 << 20, '[')), "deep.safetensors"),
+                            "deep.safetensors: header: JSON nested deeper than 64 levels", 60, 64);
+  // open() blocked on a FIFO until some writer came; now it is refused before opening.
+  kiln::testing::ScratchPath dir("safetensors");
+  const std::string fifo = dir.fifo("model.safetensors");
+  EXPECT_FIFO_REFUSED(SafeTensorsFile::open(fifo));
+  EXPECT_KILN_ERROR(SafeTensorsFile::open(dir.path().string()), "is not a regular file (a directory)");
+  EXPECT_KILN_ERROR(SafeTensorsFile::open("/dev/zero"), "/dev/zero: is not a regular file (a character device)");
 }
 
 TEST(SafeTensors, WriterRejectsBadEntries) {

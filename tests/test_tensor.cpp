@@ -461,6 +461,39 @@ TEST(TensorErrors, DimsAndIndices) {
   EXPECT_KILN_ERROR(embedding(zeros({5, 2}), tensor_from({1}), 9), "embedding", "padding_idx 9");
 }
 
+// start + length, step * stride and stride products are checked before they
+// are formed: signed overflow is undefined, and in a release build it wrapped
+// into a wrong view without any error.
+TEST(TensorErrors, OffsetsAndStridesDoNotOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Tensor x = zeros({3, 4});
+  EXPECT_KILN_ERROR(x.narrow(0, 1, kMax), "narrow: start 1 + length 9223372036854775807 overflows int64",
+                    "size 3");
+  EXPECT_KILN_ERROR(x.narrow(1, 4, kMax), "narrow", "overflows int64");
+  EXPECT_KILN_ERROR(x.narrow(0, 5, 0), "narrow: start 5 out of bounds", "size 3");
+  EXPECT_KILN_ERROR(x.narrow(0, 0, -1), "narrow: length -1 must be non-negative");
+  EXPECT_EQ(x.narrow(0, 3, 0).sizes(), (Shape{0, 4}));
+  EXPECT_EQ(x.narrow(1, -1, 1).sizes(), (Shape{3, 1}));
+  // ceil(3 / step) without forming 3 + step - 1.
+  EXPECT_EQ(x.slice(0, 0, 3, kMax).sizes(), (Shape{1, 4}));
+  EXPECT_EQ(x.slice(0, 2, 3, kMax - 1).sizes(), (Shape{1, 4}));
+  EXPECT_EQ(x.slice(1, 1, 4, kMax).strides(), (Shape{4, 1}));  // one element: the stride is kept
+  // A zero size anywhere: few elements, yet strides are products of the other sizes.
+  constexpr int64_t k32 = int64_t{1} << 32, k40 = int64_t{1} << 40;
+  EXPECT_KILN_ERROR(empty_tensor({0, k32, k32}, DType::Float32, kCPU),
+                    "contiguous_strides: the strides of shape [0, 4294967296, 4294967296] overflow int64");
+  EXPECT_KILN_ERROR(contiguous_strides({2, k32, k32, 0}), "contiguous_strides", "overflow int64");
+  EXPECT_EQ(contiguous_strides({k32, k32, 0, 1}), (Shape{k32, 1, 1, 1}));
+  EXPECT_EQ(shape_numel({k40, k40, 0}), 0);  // was "element count overflows int64"
+  const Tensor e = empty_tensor({k40, k40, 0}, DType::Float32, kCPU);  // the strides fit
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(e.strides(), (Shape{k40, 1, 1}));
+  EXPECT_EQ(contiguous_strides({2, 0, 3}), (Shape{3, 3, 1}));
+  EXPECT_KILN_ERROR(e.select(0, k40 - 1), "select", "overflows int64");
+  EXPECT_KILN_ERROR(e.slice(0, 0, k40, k40 / 2), "slice: step 549755813888 times stride 1099511627776");
+  EXPECT_KILN_ERROR(zeros({4}).view({k32, k32, -1}), "view", "more elements than int64");
+}
+
 TEST(TensorErrors, ScalarTensorHasNoDimZero) {
   // 0-dim tensors accept dim -1/0 in reductions (wrap_dim), but have no size(0).
   // Isolated in a child process: indexing a missing dim must not crash the suite.

@@ -13,6 +13,9 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/tokenizer/bert_tokenizer.h"
+#include "data/tokenizer/tokenizer_config.h"
+#include "hostile_util.h"
+#include "test_util.h"
 
 namespace {
 
@@ -269,6 +272,44 @@ TEST(Tokenizer, BadVocabFilesAreErrorsNamingTheFile) {
   EXPECT_EQ(t.encode_ids("hello"), (std::vector<int32_t>{2}));
   EXPECT_THROW(t.encode("hello"), kiln::Error);  // no [CLS]/[SEP]
   for (const auto& p : {empty, no_unk, crlf}) std::remove(p.c_str());
+}
+
+// Note [Bounded input]: a FIFO blocked from_file in open() until some writer came.
+TEST(Tokenizer, VocabMustBeARegularFile) {
+  kiln::testing::ScratchPath dir("tokenizer");
+  const std::string fifo = dir.fifo("vocab.txt");
+  EXPECT_FIFO_REFUSED(BertTokenizer::from_vocab_file(fifo));
+  EXPECT_KILN_ERROR(Vocab::from_file("/dev/null"), "Vocab: vocab file '/dev/null': is not a regular file");
+  // Lines are split as std::getline split them: no token after a final '\n', an empty line is a token.
+  const Vocab v = Vocab::from_file(dir.write("v.txt", "[UNK]\n\n a \t\nlast"));
+  EXPECT_EQ(v.tokens(), (std::vector<std::string>{"[UNK]", "", " a", "last"}));
+  EXPECT_EQ(Vocab::from_file(dir.write("nl.txt", "\n")).tokens(), (std::vector<std::string>{""}));
+}
+
+TEST(Tokenizer, TokenizerConfigJson) {
+  using kiln::data::model_dir_lowercase;
+  using kiln::data::read_tokenizer_config;
+  kiln::testing::ScratchPath dir("tokenizer");
+  const std::string path = dir / "tokenizer_config.json";
+  EXPECT_TRUE(model_dir_lowercase(dir.path().string()));  // no file
+  EXPECT_TRUE(model_dir_lowercase(""));
+  dir.write("tokenizer_config.json", R"({"do_lower_case": false, "tokenizer_class": "BertTokenizer"})");
+  EXPECT_EQ(read_tokenizer_config(path).do_lower_case, false);
+  EXPECT_FALSE(model_dir_lowercase(dir.path().string()));
+  dir.write("tokenizer_config.json", R"({"model_max_length": 512})");
+  EXPECT_EQ(read_tokenizer_config(path).do_lower_case, std::nullopt);
+  EXPECT_TRUE(model_dir_lowercase(dir.path().string()));
+  dir.write("tokenizer_config.json", R"({"do_lower_case": "yes"})");
+  EXPECT_KILN_ERROR(read_tokenizer_config(path), path + ": do_lower_case must be true or false, got string");
+  dir.write("tokenizer_config.json", R"({"do_lower_case": true, "do_lower_case": false})");
+  EXPECT_KILN_ERROR(read_tokenizer_config(path), "duplicate key 'do_lower_case'");
+  dir.write("tokenizer_config.json", "[true]");
+  EXPECT_KILN_ERROR(model_dir_lowercase(dir.path().string()), "tokenizer config must be a JSON object, got array");
+  dir.write("tokenizer_config.json", "{\"a\": " + std::string(100, '[') + std::string(100, ']') + "}");
+  EXPECT_KILN_ERROR(read_tokenizer_config(path), "JSON nested deeper than 64 levels");
+  std::filesystem::remove(path);
+  dir.fifo("tokenizer_config.json");
+  EXPECT_FIFO_REFUSED(model_dir_lowercase(dir.path().string()));
 }
 
 }  // namespace

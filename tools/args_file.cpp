@@ -1,11 +1,9 @@
 #include "tools/args_file.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_util.h"
 
 namespace kiln::tools {
 
@@ -35,12 +33,11 @@ std::vector<std::string> expand_args_file(const CLI::App& app, std::vector<std::
   const std::string file = args_file_of(args);
   if (file.empty()) return args;
 
-  std::ifstream in(file);
-  KILN_CHECK(in.good(), "--args-file ", file, ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  KILN_CHECK(!j.is_discarded() && j.is_object(), "--args-file ", file, ": not a JSON object");
+  // Note [Bounded input] and [Bounded JSON]: a regular file of at most kMaxArgsFileBytes.
+  JsonLimits limits;
+  limits.max_bytes = kMaxArgsFileBytes;
+  const nlohmann::json j = read_json_file(file, "--args-file " + file, limits);
+  KILN_CHECK(j.is_object(), "--args-file ", file, ": not a JSON object");
 
   std::vector<std::string> flags;
   for (const auto& [key, value] : j.items()) {

@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_util.h"
+#include "core/json_util.h"
 #include "data/integrity.h"
 #include "train/tensorboard.pb.h"
 
@@ -86,13 +88,17 @@ void TensorBoardWriter::write_record(const std::string& data) {
 // ---- JSONL ------------------------------------------------------------------
 
 std::map<std::string, ScalarSeries> read_metrics_jsonl(const fs::path& path) {
+  // Note [Bounded input]: a regular file only (a FIFO would block the open).
+  check_regular_file(path.string(), "read_metrics_jsonl: " + path.string());
   std::ifstream in(path);
   KILN_CHECK(in.is_open(), "read_metrics_jsonl: cannot open ", path);
   std::map<std::string, ScalarSeries> series;
   std::string line;
   for (int64_t line_no = 1; std::getline(in, line); ++line_no) {
     if (line.empty()) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    // Note [Bounded JSON]: the depth limit stops the parse of a hostile line.
+    const nlohmann::json j =
+        parse_json_bounded(line, "read_metrics_jsonl: " + path.string() + " line " + std::to_string(line_no));
     KILN_CHECK(j.is_object() && j.contains("step") && j["step"].is_number_integer(), "read_metrics_jsonl: ", path,
                " line ", line_no, " is not a JSON object with an integer \"step\"");
     const int64_t step = j["step"].get<int64_t>();

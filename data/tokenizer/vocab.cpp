@@ -1,9 +1,7 @@
 #include "data/tokenizer/vocab.h"
 
-#include <filesystem>
-#include <fstream>
-
 #include "core/error.h"
+#include "core/file_util.h"
 
 namespace kiln::data {
 namespace {
@@ -25,20 +23,19 @@ Vocab Vocab::from_tokens(std::vector<std::string> tokens) {
 }
 
 Vocab Vocab::from_file(const std::string& path) {
-  std::error_code ec;
-  KILN_CHECK(!std::filesystem::is_directory(path, ec), "Vocab: vocab file '", path,
-             "' is a directory");
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), "Vocab: cannot open vocab file '", path, "'");
+  // Note [Bounded input]: a regular file (not a FIFO, not a directory) of bounded size.
+  const std::string text = read_file_bounded(path, "Vocab: vocab file '" + path + "'", kMaxVocabFileBytes);
+  // Lines as std::getline splits them: a final line without '\n' counts, a final '\n' adds none.
   std::vector<std::string> tokens;
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t end = line.size();
-    while (end > 0 && is_trailing_space(line[end - 1])) --end;
-    line.resize(end);
-    tokens.push_back(line);
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    const size_t next = end == std::string::npos ? text.size() : end + 1;
+    if (end == std::string::npos) end = text.size();
+    while (end > begin && is_trailing_space(text[end - 1])) --end;
+    tokens.emplace_back(text, begin, end - begin);
+    begin = next;
   }
-  KILN_CHECK(!in.bad(), "Vocab: error reading vocab file '", path, "'");
   KILN_CHECK(!tokens.empty(), "Vocab: vocab file '", path, "' is empty");
   return from_tokens(std::move(tokens));
 }

@@ -16,11 +16,14 @@
 
 namespace kiln::data {
 
+inline constexpr uint64_t kMaxVocabFileBytes = uint64_t{1} << 30;  // 1 GiB
+
 class Vocab {
  public:
   Vocab() = default;
-  // One token per line. A missing, unreadable or empty file is a kiln::Error
-  // naming the file.
+  // One token per line. A missing, unreadable or empty file, one that is not
+  // a regular file (a FIFO, a directory) or one over kMaxVocabFileBytes is a
+  // kiln::Error naming the file (Note [Bounded input], core/file_util.h).
   static Vocab from_file(const std::string& path);
   // tokens[i] gets id i (used by tests and the fuzz target; no file needed).
   static Vocab from_tokens(std::vector<std::string> tokens);
