@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_util.h"
 #include "data/corpus_format.h"
 #include "data/integrity.h"
 #include "data/tokenizer/bert_tokenizer.h"
@@ -163,16 +164,11 @@ uint64_t parse_hex64(const std::string& s, const std::string& file) {
 }
 
 // The one place the corpus reads JSON (index.json).
+// Bounded (Note [Bounded JSON], core/json_util.h): a regular file of at most
+// 16 MiB, nesting at most 64 deep, so a hostile index can neither exhaust
+// memory nor overflow the stack in nlohmann's recursive copies.
 nlohmann::json read_index_json(const std::string& index_path) {
-  nlohmann::json index;
-  std::ifstream in(index_path, std::ios::binary);
-  KILN_CHECK(in.good(), "TokenCorpus: cannot open '", index_path, "'");
-  try {
-    in >> index;
-  } catch (const nlohmann::json::exception& e) {
-    fail("TokenCorpus: '", index_path, "' is not valid JSON: ", e.what());
-  }
-  return index;
+  return read_json_file(index_path, "TokenCorpus: '" + index_path + "'");
 }
 
 // Maps and checks one shard against its index entry.

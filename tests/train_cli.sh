@@ -68,6 +68,10 @@ expect_error "bad value" "--batch-size must be >= 1" \
 expect_error "cuda" "CUDA" "$kiln" pretrain "${small[@]}" --device cuda:99 --output-dir p1
 expect_error "model directory missing" "nomodel" \
   "$kiln" finetune --model nomodel --train-file train.tsv --output-dir ft4
+# A vocabulary larger than the model's embedding matrix: refused before training.
+{ cat base/vocab.txt; printf 'extra%d\n' 1 2 3; } >big_vocab.txt
+expect_error "vocabulary larger than the model" "have no row in the word embeddings" \
+  "$kiln" finetune --model base --vocab big_vocab.txt --train-file train.tsv --output-dir ft5
 
 # A run already in the output directory is neither mixed into nor lost.
 sum_before=$(cat base/model.safetensors base/metrics.jsonl | md5sum)

@@ -12,6 +12,7 @@
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
 #include "tools/command.h"
+#include "train/task_util.h"
 
 namespace kiln::tools {
 namespace {
@@ -25,15 +26,6 @@ struct EmbedOptions {
 };
 
 // do_lower_case from tokenizer_config.json when present (default: true).
-bool lowercase_of(const std::string& dir, bool cased_flag) {
-  if (cased_flag) return false;
-  std::ifstream f(dir + "/tokenizer_config.json");
-  if (!f) return true;
-  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  if (j.is_object() && j.contains("do_lower_case") && j["do_lower_case"].is_boolean()) return j["do_lower_case"];
-  return true;
-}
-
 void embed_batch(const nn::BertModel& model, const data::BertTokenizer& tok, const std::vector<std::string>& lines,
                  const EmbedOptions& o, size_t max_len) {
   data::EncodeOptions eo;
@@ -71,7 +63,7 @@ int run_embed(const EmbedOptions& o) {
   KILN_CHECK(std::filesystem::exists(o.model + "/vocab.txt"), o.model, "/vocab.txt: file not found");
   auto model = nn::from_pretrained<nn::BertModel>(o.model);
   model->eval();
-  const auto tok = data::BertTokenizer::from_vocab_file(o.model + "/vocab.txt", lowercase_of(o.model, o.cased));
+  const auto tok = data::BertTokenizer::from_vocab_file(o.model + "/vocab.txt", train::model_lowercase(o.model, o.cased));
   const int64_t positions = model->config.max_position_embeddings;
   KILN_CHECK(o.max_seq_length <= positions, "--max-seq-length ", o.max_seq_length,
              " exceeds the model's max_position_embeddings ", positions);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/json_util.h"
 #include "data/integrity.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/safetensors.h"
@@ -41,12 +42,10 @@ void write_text(const fs::path& path, const std::string& text) {
 // The one place checkpoint JSON is read (trainer_state.json, manifest.json):
 // an object, or kiln::Error naming the file.
 nlohmann::json read_json_object(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  KILN_CHECK(f.good(), path.string(), ": file not found");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  KILN_CHECK(!j.is_discarded() && j.is_object(), path.string(), ": not a JSON object");
+  KILN_CHECK(fs::exists(path), path.string(), ": file not found");
+  // Bounded (Note [Bounded JSON], core/json_util.h): regular file, 16 MiB, depth 64.
+  nlohmann::json j = read_json_file(path.string(), path.string());
+  KILN_CHECK(j.is_object(), path.string(), ": not a JSON object");
   return j;
 }
 

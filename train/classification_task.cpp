@@ -6,6 +6,7 @@
 #include "data/device_staging.h"
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
+#include "nn/model_size.h"
 #include "train/metrics.h"
 #include "train/task_util.h"
 
@@ -91,6 +92,8 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
   pad_id_ = pad;
 
   const BertConfig base = nn::load_config(args.model);
+  // Ids past the embedding matrix would only fail deep inside the first step.
+  check_vocab_matches(base, tokenizer.vocab_size(), args.model + "/config.json");
   label_set_ = config_labels(base, args.model + "/config.json");
   KILN_CHECK(for_training || !label_set_.empty(), args.model,
              " is not a fine-tuned classifier (its config.json has no BertForSequenceClassification id2label)");

@@ -6,24 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/tokenizer/tokenizer_config.h"
 #include "ops/ops.h"
 
 namespace kiln::train {
 
 bool model_lowercase(const std::string& dir, bool cased) {
-  if (cased) return false;
-  const std::string path = dir + "/tokenizer_config.json";
-  std::ifstream f(path);
-  if (dir.empty() || !f) return true;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  KILN_CHECK(!j.is_discarded() && j.is_object(), path, ": not a JSON object");
-  if (j.contains("do_lower_case")) {
-    KILN_CHECK(j["do_lower_case"].is_boolean(), path, ": do_lower_case must be true or false");
-    return j["do_lower_case"].get<bool>();
-  }
-  return true;
+  // tokenizer_config.json read bounded (Note [Bounded input]); no file: lower-case.
+  return !cased && data::model_dir_lowercase(dir);
 }
 
 data::BertTokenizer load_tokenizer(const std::string& model_dir, const std::string& vocab_file, bool cased) {
