@@ -241,6 +241,11 @@ BertConfig BertConfig::from_json_string(const std::string& text, const std::stri
   c.extra = r.unused();
   c.validate(source_name);
   check_model_size(c, source_name);  // Note [Model size limit]
+  // What kiln writes for this config (indented, so it can be longer than the
+  // text read) must be readable again: a checkpoint saved from it would not load.
+  const size_t saved = c.to_json_string().size();
+  KILN_CHECK(saved <= kMaxJsonBytes, source_name, ": this config would be ", saved,
+             " bytes once saved, over the limit of ", kMaxJsonBytes, " bytes that config.json is read with");
   return c;
 }
 

@@ -194,6 +194,21 @@ TEST(BertConfig, Presets) {
   }
 }
 
+// A config.json under the read limit whose saved form (indented, defaults
+// filled in) would be over it is refused when read: a checkpoint written from
+// it would not load. (Found by the fuzz campaign's large inputs.)
+TEST(BertConfig, RefusesAConfigItCouldNotReadBackOnceSaved) {
+  json j = minimal();
+  j["_padding"] = "";
+  const size_t base = j.dump().size();
+  j["_padding"] = std::string(kiln::kMaxJsonBytes - base - 16, 'x');
+  const std::string text = j.dump();
+  ASSERT_LE(text.size(), kiln::kMaxJsonBytes);
+  expect_rejected(text, "bytes once saved, over the limit of 16777216 bytes");
+  j["_padding"] = std::string(1000, 'x');  // a long unknown field that fits is kept
+  EXPECT_EQ(BertConfig::from_json_string(j.dump(), "c").extra.count("_padding"), 1u);
+}
+
 TEST(BertConfig, RejectsMissingOrInconsistentFields) {
   for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                           "intermediate_size", "max_position_embeddings", "type_vocab_size"}) {

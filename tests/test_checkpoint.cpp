@@ -53,6 +53,56 @@ void flip_byte(const std::string& path, int64_t offset) {
   f.write(&c, 1);
 }
 
+// Every resume field of trainer_state.json is type-checked when the checkpoint
+// loads: a wrong type is a kiln::Error naming the file (it used to escape from
+// the trainer as a JSON library exception).
+TEST(Checkpoint, ResumeStateFieldsAreTypeChecked) {
+  const nlohmann::json good = {{"step", 3},          {"amp", "fp16"}, {"kind", "mlm"},
+                               {"total_steps", 10},  {"batches_per_epoch", 4},
+                               {"vocab_crc32c", "0a1b2c3d"},
+                               {"rng", {{"seed", 42}, {"offset", 12}}},
+                               {"loader", {{"epoch", 0}, {"batches_consumed", 3}}}};
+  const train::ResumeState r = train::parse_resume_state(good, "x/trainer_state.json");
+  EXPECT_EQ(r.step, 3);
+  EXPECT_EQ(r.amp, "fp16");
+  EXPECT_EQ(r.kind, "mlm");
+  EXPECT_EQ(r.total_steps, 10);
+  EXPECT_EQ(r.batches_per_epoch, 4);
+  EXPECT_EQ(r.vocab_crc32c, "0a1b2c3d");
+  EXPECT_TRUE(r.has_rng);
+  EXPECT_EQ(r.rng_seed, 42u);
+  EXPECT_EQ(r.rng_offset, 12u);
+  ASSERT_TRUE(r.loader.has_value());
+  EXPECT_EQ(r.loader->at("batches_consumed"), 3);
+
+  const train::ResumeState minimal = train::parse_resume_state({{"step", 0}}, "x/trainer_state.json");
+  EXPECT_EQ(minimal.amp, "none");
+  EXPECT_FALSE(minimal.has_rng);
+  EXPECT_FALSE(minimal.loader.has_value());
+
+  const std::vector<std::pair<nlohmann::json, std::string>> bad = {
+      {{{"step", -1}}, "\"step\" must be >= 0"},
+      {{{"step", 18446744073709551615ull}}, "at most 2^63 - 1"},
+      {{{"step", 1}, {"amp", 5}}, "\"amp\" must be a string, got number"},
+      {{{"step", 1}, {"kind", nullptr}}, "\"kind\" must be a string, got null"},
+      {{{"step", 1}, {"total_steps", 2.5}}, "\"total_steps\" must be an integer"},
+      {{{"step", 1}, {"rng", {{"seed", "42"}, {"offset", 1}}}}, "\"seed\" must be an unsigned integer, got string"},
+      {{{"step", 1}, {"rng", {{"seed", 42}}}}, "\"rng\" must hold \"seed\" and \"offset\""},
+      {{{"step", 1}, {"rng", {{"seed", -4}, {"offset", 1}}}}, "\"seed\" must be an unsigned integer"},
+      {{{"step", 1}, {"loader", {{"epoch", "0"}}}}, "\"loader\".\"epoch\" must be an integer, got string"},
+      {{{"step", 1}, {"loader", {1, 2}}}, "\"loader\" must be an object, got array"},
+  };
+  for (const auto& [state, message] : bad) {
+    try {
+      (void)train::parse_resume_state(state, "x/trainer_state.json");
+      ADD_FAILURE() << "accepted " << state.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("x/trainer_state.json: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Checkpoint, RoundTripIsExact) {
   const std::string dir = fresh_dir("roundtrip");
   train::CheckpointData d = make_data(5, 100);

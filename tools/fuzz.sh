@@ -13,7 +13,10 @@
 #
 # Environment: KILN_FUZZ_BUILD (build directory, default <repo>/build-fuzz),
 # KILN_FUZZ_JOBS (ninja -j, default 2), KILN_FUZZ_WORK (scratch directory,
-# default a fresh mktemp -d), CXX_FUZZ (compiler, default clang++-14).
+# default a fresh mktemp -d), CXX_FUZZ (compiler, default clang++-14),
+# KILN_FUZZ_BIN (a folder of fuzz_NAME binaries built earlier: no build),
+# KILN_FUZZ_LARGE=1 (add inputs at and past the reader's size caps to the
+# corpus: make_seeds.py --large; give a -max_len above the cap).
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
@@ -37,15 +40,22 @@ fi
 corpus=$root/tests/fuzz/corpus/$name
 [[ -d $corpus ]] || { echo "fuzz.sh: no seed corpus $corpus" >&2; exit 2; }
 
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKILN_FUZZ=ON -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF "${launcher[@]}" >/dev/null
-nice ninja -C "$build" -j "$jobs" "fuzz_$name"
+if [[ -n ${KILN_FUZZ_BIN:-} ]]; then
+  bin=$KILN_FUZZ_BIN/fuzz_$name
+  [[ -x $bin ]] || { echo "fuzz.sh: no prebuilt $bin" >&2; exit 2; }
+else
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKILN_FUZZ=ON -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF "${launcher[@]}" >/dev/null
+  nice ninja -C "$build" -j "$jobs" "fuzz_$name"
+  bin=$build/bin/fuzz_$name
+fi
 
 work=${KILN_FUZZ_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/kiln-fuzz-$name.XXXXXX")}
 mkdir -p "$work/corpus" "$work/artifacts"
 cp -r "$corpus/." "$work/corpus/"
+[[ ${KILN_FUZZ_LARGE:-0} == 1 ]] && python3 "$root/tests/fuzz/make_seeds.py" --large "$name" "$work/corpus"
 args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
       -artifact_prefix="$work/artifacts/")
 [[ -f $root/tests/fuzz/$name.dict ]] && args+=(-dict="$root/tests/fuzz/$name.dict")
@@ -60,7 +70,7 @@ trap 'rm -rf "$scratch"' EXIT
 echo "fuzz.sh: fuzzing $name for ${seconds}s in $work"
 set +e
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-  KILN_FUZZ_SCRATCH=$scratch nice "$build/bin/fuzz_$name" "${args[@]}" "$@" "$work/corpus" >"$work/log" 2>&1
+  KILN_FUZZ_SCRATCH=$scratch nice "$bin" "${args[@]}" "$@" "$work/corpus" >"$work/log" 2>&1
 status=$?
 set -e
 

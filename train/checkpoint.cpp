@@ -227,6 +227,54 @@ void verify_checkpoint(const std::string& dir) {
   }
 }
 
+ResumeState parse_resume_state(const nlohmann::json& st, const std::string& path) {
+  KILN_CHECK(st.is_object() && st.contains("step") && st["step"].is_number_integer(), path,
+             ": not a valid trainer state (expected a JSON object with an integer \"step\")");
+  auto field = [&](const nlohmann::json& obj, const char* key, const char* type, auto is_type) -> const nlohmann::json* {
+    const auto it = obj.find(key);
+    if (it == obj.end()) return nullptr;
+    KILN_CHECK(is_type(*it), path, ": \"", key, "\" must be ", type, ", got ", it->type_name());
+    return &*it;
+  };
+  const auto is_string = [](const nlohmann::json& j) { return j.is_string(); };
+  const auto is_int = [](const nlohmann::json& j) { return j.is_number_integer(); };
+  const auto is_uint = [](const nlohmann::json& j) { return j.is_number_unsigned(); };
+  const auto is_object = [](const nlohmann::json& j) { return j.is_object(); };
+  // An int64 (nlohmann keeps integers past INT64_MAX as unsigned).
+  const auto int64_of = [&](const nlohmann::json& j, const char* key) {
+    KILN_CHECK(j.is_number_integer() && (!j.is_number_unsigned() || j.get<uint64_t>() <= INT64_MAX), path, ": \"",
+               key, "\" must be an integer of at most 2^63 - 1");
+    return j.get<int64_t>();
+  };
+  ResumeState r;
+  r.step = int64_of(st["step"], "step");
+  KILN_CHECK(r.step >= 0, path, ": \"step\" must be >= 0, got ", r.step);
+  if (const auto* j = field(st, "amp", "a string", is_string)) r.amp = j->get<std::string>();
+  if (const auto* j = field(st, "kind", "a string", is_string)) r.kind = j->get<std::string>();
+  if (const auto* j = field(st, "total_steps", "an integer", is_int)) r.total_steps = int64_of(*j, "total_steps");
+  if (const auto* j = field(st, "batches_per_epoch", "an integer", is_int))
+    r.batches_per_epoch = int64_of(*j, "batches_per_epoch");
+  if (const auto* j = field(st, "vocab_crc32c", "a string", is_string)) r.vocab_crc32c = j->get<std::string>();
+  if (const auto* rng = field(st, "rng", "an object", is_object)) {
+    const auto* seed = field(*rng, "seed", "an unsigned integer", is_uint);
+    const auto* offset = field(*rng, "offset", "an unsigned integer", is_uint);
+    KILN_CHECK(seed && offset, path, ": \"rng\" must hold \"seed\" and \"offset\"");
+    r.has_rng = true;
+    r.rng_seed = seed->get<uint64_t>();
+    r.rng_offset = offset->get<uint64_t>();
+  }
+  if (const auto* loader = field(st, "loader", "an object", is_object)) {
+    std::map<std::string, int64_t> m;
+    for (const auto& [key, value] : loader->items()) {
+      KILN_CHECK(value.is_number_integer(), path, ": \"loader\".\"", key, "\" must be an integer, got ",
+                 value.type_name());
+      m[key] = int64_of(value, "loader");
+    }
+    r.loader = std::move(m);
+  }
+  return r;
+}
+
 LoadedCheckpoint load_checkpoint(const std::string& dir) {
   verify_checkpoint(dir);
   LoadedCheckpoint c;
@@ -235,8 +283,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   c.optimizer = nn::load_safetensors(dir + "/optimizer.safetensors");
   const std::string path = dir + "/trainer_state.json";
   c.trainer_state = read_json_object(path);
-  KILN_CHECK(c.trainer_state.contains("step") && c.trainer_state["step"].is_number_integer(), path,
-             ": not a valid trainer state (expected a JSON object with an integer \"step\")");
+  c.resume = parse_resume_state(c.trainer_state, path);
   return c;
 }
 

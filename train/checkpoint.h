@@ -75,10 +75,30 @@ std::vector<std::string> list_checkpoints(const std::string& output_dir);
 // The newest complete checkpoint, or nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& output_dir);
 
+// What --resume reads from trainer_state.json, checked once here so that a
+// key of the wrong type is a kiln::Error naming the file (not a JSON library
+// exception in the trainer). Keys train() writes; a missing one takes the
+// default below (an older or hand-written state), and a missing "rng" or
+// "loader" leaves has_rng / loader empty (resume then refuses it).
+struct ResumeState {
+  int64_t step = 0;                   // required, >= 0
+  std::string amp = "none";
+  std::string kind;
+  int64_t total_steps = -1;
+  int64_t batches_per_epoch = -1;
+  std::string vocab_crc32c;           // "" = not recorded
+  bool has_rng = false;
+  uint64_t rng_seed = 0, rng_offset = 0;
+  std::optional<std::map<std::string, int64_t>> loader;
+};
+// kiln::Error "<path>: ..." for anything not of the types above.
+ResumeState parse_resume_state(const nlohmann::json& trainer_state, const std::string& path);
+
 struct LoadedCheckpoint {
   std::map<std::string, Tensor> model;
   std::map<std::string, Tensor> optimizer;
   nlohmann::json trainer_state;
+  ResumeState resume;                 // parse_resume_state(trainer_state)
   BertConfig config;
 };
 

@@ -259,7 +259,7 @@ std::optional<FoundCheckpoint> TrainingRun::choose_checkpoint() {
     found = load_newest_valid_checkpoint(out_dir_.string(), &skipped);
     for (const std::string& why : skipped) out_ << "--resume: skipping " << why << "\n";
     if (found) {
-      step = static_cast<double>(found->checkpoint.trainer_state.at("step").get<int64_t>());
+      step = static_cast<double>(found->checkpoint.resume.step);
       KILN_CHECK(fs::path(found->path).filename() == "checkpoint-" + std::to_string(static_cast<int64_t>(step)),
                  found->path, "/trainer_state.json holds step ", static_cast<int64_t>(step),
                  ", which is not the directory's");
@@ -276,18 +276,19 @@ std::optional<FoundCheckpoint> TrainingRun::choose_checkpoint() {
 }
 
 void TrainingRun::check_resumable(const std::string& path, const LoadedCheckpoint& ck) {
-  const nlohmann::json& st = ck.trainer_state;
+  const ResumeState& st = ck.resume;
   check_same_architecture(ck.config, task_.config(), path);
-  KILN_CHECK(st.value("amp", std::string("none")) == args_.amp, path, " was written with --amp ",
-             st.value("amp", std::string("none")), "; resume it with the same --amp (not ", args_.amp, ")");
-  KILN_CHECK(st.value("kind", "") == task_.kind(), path, " is a '", st.value("kind", "?"),
+  KILN_CHECK(st.amp == args_.amp, path, " was written with --amp ", st.amp, "; resume it with the same --amp (not ",
+             args_.amp, ")");
+  KILN_CHECK(st.kind == task_.kind(), path, " is a '", st.kind.empty() ? "?" : st.kind,
              "' checkpoint; this command trains '", task_.kind(), "'");
-  KILN_CHECK(st.value("total_steps", int64_t{-1}) == total_ &&
-                 st.value("batches_per_epoch", int64_t{-1}) == static_cast<int64_t>(per_epoch_),
-             path, ": its run spans ", st.value("total_steps", int64_t{-1}), " steps of ",
-             st.value("batches_per_epoch", int64_t{-1}), " batches per epoch; these flags give ", total_,
-             " steps of ", per_epoch_, " (resume with the same data, batch size and step flags)");
-  const std::string started_with = st.value("vocab_crc32c", std::string());
+  KILN_CHECK(st.total_steps == total_ && st.batches_per_epoch == static_cast<int64_t>(per_epoch_), path,
+             ": its run spans ", st.total_steps, " steps of ", st.batches_per_epoch,
+             " batches per epoch; these flags give ", total_, " steps of ", per_epoch_,
+             " (resume with the same data, batch size and step flags)");
+  KILN_CHECK(st.has_rng && st.loader, path, "/trainer_state.json lacks the ", st.has_rng ? "\"loader\"" : "\"rng\"",
+             " state a resume needs");
+  const std::string& started_with = st.vocab_crc32c;
   KILN_CHECK(started_with.empty() || started_with == vocab_fingerprint_, path,
              ": the run started with another vocabulary (vocab.txt CRC-32C ", started_with, "; this command's is ",
              vocab_fingerprint_.empty() ? "none" : vocab_fingerprint_,
@@ -312,15 +313,15 @@ void TrainingRun::resume_or_start() {
              out_dir_.string());
   const std::optional<FoundCheckpoint> found = choose_checkpoint();
   const LoadedCheckpoint& ck = found->checkpoint;
-  const nlohmann::json& st = ck.trainer_state;
+  const ResumeState& st = ck.resume;
   check_resumable(found->path, ck);
   model_.load_state_dict(ck.model);
   optimizer_->load_state_dict(with_prefix("optimizer.", ck.optimizer));
   scheduler_->load_state_dict(with_prefix("scheduler.", ck.optimizer));
   if (scaler_.is_enabled()) scaler_.load_state_dict(with_prefix("scaler.", ck.optimizer));
-  default_generator().set_state({st.at("rng").at("seed").get<uint64_t>(), st.at("rng").at("offset").get<uint64_t>()});
-  task_.load_loader_state(data::LoaderState::from_map(st.at("loader").get<std::map<std::string, int64_t>>()));
-  step_ = st.at("step").get<int64_t>();
+  default_generator().set_state({st.rng_seed, st.rng_offset});
+  task_.load_loader_state(data::LoaderState::from_map(*st.loader));
+  step_ = st.step;
   out_ << "resuming from " << found->path << " at step " << step_ << "/" << total_ << "\n";
 }
 

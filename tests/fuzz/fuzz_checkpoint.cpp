@@ -1,6 +1,7 @@
 // Fuzz target: a training checkpoint as `--resume` reads it: load_checkpoint
 // (train/checkpoint.h: config.json, model.safetensors, optimizer.safetensors,
-// trainer_state.json), then the state loaders train() calls on what it read:
+// trainer_state.json, its resume fields parsed by parse_resume_state), then
+// the state loaders train() calls on what it read (LoaderState::from_map too):
 // Module::load_state_dict, Optimizer (AdamW), Scheduler and GradScaler
 // load_state_dict, each given its "optimizer." / "scheduler." / "scaler."
 // entries of optimizer.safetensors.
@@ -20,7 +21,8 @@
 // whatever state loaded (fresh state where a load was rejected).
 //
 // Properties: every load either succeeds or throws kiln::Error; an accepted
-// trainer state is an object with an integer "step"; an optimizer state that
+// trainer state is an object with an integer "step" equal to the parsed
+// ResumeState's; an optimizer state that
 // (likewise a schedule, a scaler state) gives back a state_dict() that loads
 // again into a fresh one; the training step after the loads throws nothing.
 #include <cstdint>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/dataloader.h"
 #include "data/integrity.h"
 #include "nn/layers.h"
 #include "ops/ops.h"
@@ -95,6 +98,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(ck.trainer_state.is_object() && ck.trainer_state.contains("step") &&
               ck.trainer_state["step"].is_number_integer(),
           "an accepted trainer state is an object with an integer step");
+  require(ck.resume.step == ck.trainer_state["step"].get<int64_t>() && ck.resume.step >= 0,
+          "the parsed resume step is the file's, and not negative");
+  if (ck.resume.loader) (void)loads([&] { (void)kiln::data::LoaderState::from_map(*ck.resume.loader); });
 
   kiln::nn::Linear model(3, 2);
   const auto optimizer = make_optimizer(model);

@@ -20,7 +20,9 @@
                                    see crashes/README.md; none at present: the
                                    four found so far are fixed and replayed)
 
-Run from anywhere: python3 tests/fuzz/make_seeds.py. Existing seeds of these
+Run from anywhere: python3 tests/fuzz/make_seeds.py. With --large TARGET DIR it
+writes inputs at and past TARGET's size caps into DIR instead (see below).
+ Existing seeds of these
 names are overwritten; other files in the directories are left alone.
 """
 import json
@@ -419,6 +421,11 @@ def checkpoint_seeds():
     write("checkpoint", "only_config_and_model", checkpoint(parts=2))
     write("checkpoint", "bad_step_type", checkpoint(state=trainer_state(step=1.5)))
     write("checkpoint", "bad_trainer_state", checkpoint(state="[1, 2]"))
+    write("checkpoint", "bad_state_amp_number", checkpoint(state=trainer_state(amp=5)))
+    write("checkpoint", "bad_state_rng_string", checkpoint(state=trainer_state(rng={"seed": "42", "offset": 1})))
+    write("checkpoint", "bad_state_loader_negative", checkpoint(state=trainer_state(
+        loader={"batches_consumed": -1, "epoch": 0})))
+    write("checkpoint", "bad_state_step_past_int64", checkpoint(state=trainer_state(step=2**64 - 1)))
     write("checkpoint", "bad_model_shape", checkpoint(model=tensors([("weight", "F32", [3, 2], [0.0] * 6),
                                                                       ("bias", "F32", [2], [0.0, 0.0])])))
     write("checkpoint", "bad_optimizer_step", checkpoint(optimizer=optimizer_state(
@@ -480,7 +487,103 @@ def crash_inputs():
         edit=set_value("scaler.growth_interval", 2**63 - 1))))
 
 
+# ---- large inputs for long campaigns (not committed: written on request) -----
+# `make_seeds.py --large TARGET DIR` writes inputs at and just past the size
+# caps of TARGET's readers into DIR, so a libFuzzer run with a -max_len above
+# the cap (tools/fuzz.sh with KILN_FUZZ_LARGE=1) mutates inputs that reach the
+# caps: 16 MiB for JSON files (core/json_util.h kMaxJsonBytes, also a JSONL
+# line), 1 MiB for --args-file (tools/args_file.h). Each is a few tens of MiB
+# in all, so they are generated, not kept in tests/fuzz/corpus/.
+
+JSON_CAP = 16 << 20
+ARGS_CAP = 1 << 20
+
+
+def pad_json(text, size):
+    """text (a JSON object ending in '}') padded with spaces before the brace to exactly size bytes."""
+    body = text.rstrip()
+    assert body.endswith("}") and len(body) < size
+    return body[:-1] + " " * (size - len(body)) + "}"
+
+
+def long_string_json(text, size, key="_padding"):
+    """text (a JSON object) with one more string member, to exactly size bytes."""
+    obj = json.loads(text)
+    obj[key] = ""
+    base = len(json.dumps(obj))
+    obj[key] = "x" * (size - base)
+    out = json.dumps(obj)
+    assert len(out) == size
+    return out
+
+
+def json_pair(text, cap):
+    """(name, data) just under and just over cap: spaces, and one long string."""
+    return [("large_spaces_at_cap", pad_json(text, cap)), ("large_spaces_over_cap", pad_json(text, cap + 1)),
+            ("large_string_at_cap", long_string_json(text, cap)),
+            ("large_string_over_cap", long_string_json(text, cap + 1))]
+
+
+def large_seeds(target):
+    small_config = config(vocab_size=30, hidden_size=8, intermediate_size=16, max_position_embeddings=16)
+    if target == "bert_config":
+        return json_pair(small_config, JSON_CAP) + [
+            ("large_deep_at_cap", "[" * 64 + "]" * 64 + " " * (JSON_CAP - 128))]
+    if target == "tokenizer_config":
+        return json_pair('{"do_lower_case": true, "model_max_length": 512}', JSON_CAP)
+    if target == "args_file":
+        return json_pair('{"lr": 1e-4, "batch-size": 16, "resume": true}', ARGS_CAP)
+    if target == "checkpoint":
+        out = []
+        for name, text in json_pair(small_config, JSON_CAP):
+            out.append(("config_" + name, checkpoint(config_text=text)))
+        for name, text in json_pair(trainer_state(), JSON_CAP):
+            out.append(("state_" + name, checkpoint(state=text)))
+        return out
+    if target == "corpus":
+        one_shard = corpus([[[[5, 6, 7], [8, 9]], [[10, 11, 12, 13]]]])
+        index, rest = one_shard.split(b"KILNTOKS", 1)
+        return [(name, text.encode() + b"KILNTOKS" + rest) for name, text in json_pair(index.decode(), JSON_CAP)]
+    if target == "labeled_file":
+        line = '{"sentence": "a good film", "label": 1}'
+        out = [("large_jsonl_line_at_cap", b"\x02" + long_string_json(line, JSON_CAP, "note").encode() + b"\n"),
+               ("large_jsonl_line_over_cap", b"\x02" + long_string_json(line, JSON_CAP + 1, "note").encode() + b"\n")]
+        rows = "".join("a good film number %d\t%d\n" % (i, i % 2) for i in range(JSON_CAP // 32))
+        out.append(("large_tsv", b"\x00sentence\tlabel\n" + rows.encode()))
+        return out
+    if target == "metrics_jsonl":
+        line = '{"step": 1, "loss": 2.5}'
+        rows = "".join('{"step": %d, "loss": %.4f, "lr": 1e-4}\n' % (s, 10.0 / s) for s in range(1, 350000))
+        return [("large_line_at_cap", long_string_json(line, JSON_CAP, "note") + "\n"),
+                ("large_line_over_cap", long_string_json(line, JSON_CAP + 1, "note") + "\n"),
+                ("large_many_steps", rows)]
+    if target == "safetensors":
+        weights = safetensors([("w", "F32", [2, 2])])
+        n = struct.unpack("<Q", weights[:8])[0]
+        header = weights[8:8 + n].decode().rstrip()
+        assert header.endswith("}")
+        big = header[:-1] + ',"__metadata__":{"note":"' + "x" * JSON_CAP + '"}}'
+        return [("large_metadata", struct.pack("<Q", len(big)) + big.encode() + weights[8 + n:]),
+                ("large_header_len_past_cap", struct.pack("<Q", 100_000_001) + b"{}")]
+    if target == "vocab":
+        return [("large_vocab", "\n".join(BERT_HEAD + ["w%d" % i for i in range(2_000_000)]) + "\n")]
+    if target == "tokenizer":
+        return []  # its input is text: -max_len alone makes it long
+    raise SystemExit("make_seeds.py: no large inputs for target '%s'" % target)
+
+
+def write_large(target, directory):
+    os.makedirs(directory, exist_ok=True)
+    for name, data in large_seeds(target):
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
 if __name__ == "__main__":
+    import sys
+    if len(sys.argv) == 4 and sys.argv[1] == "--large":
+        write_large(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     safetensors_seeds()
     bert_config_seeds()
     corpus_seeds()
