@@ -29,10 +29,11 @@ names=("$@")
 mkdir -p "$out/bin"
 
 # -max_len per target: above the cap its reader enforces (Note [Bounded JSON]:
-# 16 MiB; --args-file 1 MiB); the tokenizer reads text with no cap.
+# 16 MiB; --args-file 1 MiB); the tokenizer reads text with no cap, vocab.txt
+# has a cap (1 GiB) no run can reach.
 max_len_of() {
   case $1 in
-    args_file) echo $((2 << 20)) ;;
+    args_file|vocab) echo $((2 << 20)) ;;
     tokenizer) echo $((1 << 20)) ;;
     *) echo $((17 << 20)) ;;
   esac
@@ -54,7 +55,7 @@ run_one() {
   start=$(date +%s)
   set +e
   KILN_FUZZ_BIN=$out/bin KILN_FUZZ_LARGE=1 KILN_FUZZ_WORK=$dir/work \
-    "$root/tools/fuzz.sh" "$n" "$seconds" -runs="$runs" -max_len="$(max_len_of "$n")" -rss_limit_mb=3072 \
+    /usr/bin/time -o "$dir/cpu" -f "%U %S" "$root/tools/fuzz.sh" "$n" "$seconds" -runs="$runs" -max_len="$(max_len_of "$n")" -rss_limit_mb=3072 \
     >"$dir/fuzz.out" 2>&1
   status=$?
   end=$(date +%s)
@@ -65,9 +66,10 @@ run_one() {
   last=$(grep -E '^#[0-9]+[[:space:]]' "$log" | tail -n 1)
   cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*$') ft=$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*$')
   corpus_n=$(ls "$dir/work/corpus" | wc -l)
-  local secs=$((end - start)) verdict=none
+  local secs=$((end - start)) verdict=none cpu
+  cpu=$(awk '{printf "%d", $1 + $2}' "$dir/cpu" 2>/dev/null)
   [[ $status -eq 0 ]] || verdict="**exit $status, see $dir**"
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s MB |\n' "$n" "$(max_len_of "$n")" "$secs" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s MB |\n' "$n" "$(max_len_of "$n")" "$secs" "${cpu:-?}" \
     "$(printf "%'d" "${execs:-0}")" "$(( ${execs:-0} / (secs > 0 ? secs : 1) ))" "${cov:-?}" "${ft:-?}" \
     "$corpus_n" "$verdict" "${rss:-?}" >"$dir/row.md"
   return $status
@@ -81,8 +83,8 @@ for n in "${names[@]}"; do
 done
 while (( running > 0 )); do wait -n || failed=1; running=$((running - 1)); done
 {
-  echo "| target | -max_len | seconds | executions | exec/s | cov | ft | corpus after | crashes | peak RSS |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| target | -max_len | seconds | CPU seconds | executions | exec/s | cov | ft | corpus after | crashes | peak RSS |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for n in "${names[@]}"; do cat "$out/$n/row.md" 2>/dev/null || echo "| $n | (no result) |"; done
 } >"$out/rows.md"
 cat "$out/rows.md"
