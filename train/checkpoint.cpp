@@ -238,7 +238,9 @@ ResumeState parse_resume_state(const nlohmann::json& st, const std::string& path
   };
   const auto is_string = [](const nlohmann::json& j) { return j.is_string(); };
   const auto is_int = [](const nlohmann::json& j) { return j.is_number_integer(); };
-  const auto is_uint = [](const nlohmann::json& j) { return j.is_number_unsigned(); };
+  const auto is_uint = [](const nlohmann::json& j) {
+    return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0);
+  };
   const auto is_object = [](const nlohmann::json& j) { return j.is_object(); };
   // An int64 (nlohmann keeps integers past INT64_MAX as unsigned).
   const auto int64_of = [&](const nlohmann::json& j, const char* key) {
