@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs the fuzz campaign of docs/fuzzing.md: every target (or the ones named)
 # through tools/fuzz.sh until 10 million executions or SECONDS, JOBS at a time,
-# with the large inputs of make_seeds.py --large and a -max_len above the
-# readers' size caps, and prints one docs/fuzzing.md table row per target.
+# and prints one docs/fuzzing.md table row per target.
 #
-#   tools/fuzz_campaign.sh [-j JOBS] [-t SECONDS] [-r RUNS] OUT_DIR [NAME ...]
+#   tools/fuzz_campaign.sh [-L] [-j JOBS] [-t SECONDS] [-r RUNS] OUT_DIR [NAME ...]
 #
+# Without -L: the seed corpus, -max_len 1 MiB, -timeout 30. With -L (large
+# inputs): the seed corpus plus make_seeds.py --large (inputs at and past the
+# readers' size caps), a -max_len above the caps and -timeout 120, since one
+# 16 MiB JSON input takes seconds under ASan + UBSan + coverage.
 # JOBS defaults to 2, SECONDS to 1800, RUNS to 10000000. Each target's log,
 # work folder (corpus, artifacts) and fuzz.sh output are kept in OUT_DIR/NAME/;
 # OUT_DIR/rows.md collects the rows. The binaries are built once, first
@@ -13,25 +16,26 @@
 # does not change what is fuzzed. Exit status: non-zero if any target failed.
 set -euo pipefail
 
-jobs=2 seconds=1800 runs=10000000
-while getopts "j:t:r:" opt; do
+jobs=2 seconds=1800 runs=10000000 large=0
+while getopts "Lj:t:r:" opt; do
   case $opt in
-    j) jobs=$OPTARG ;; t) seconds=$OPTARG ;; r) runs=$OPTARG ;;
-    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    L) large=1 ;; j) jobs=$OPTARG ;; t) seconds=$OPTARG ;; r) runs=$OPTARG ;;
+    *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
-[[ $# -ge 1 ]] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 out=$(realpath -m "$1"); shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 names=("$@")
 [[ ${#names[@]} -gt 0 ]] || mapfile -t names < <(ls "$root"/tests/fuzz/fuzz_*.cpp | sed 's|.*/fuzz_||; s|\.cpp$||')
 mkdir -p "$out/bin"
 
-# -max_len per target: above the cap its reader enforces (Note [Bounded JSON]:
-# 16 MiB; --args-file 1 MiB); the tokenizer reads text with no cap, vocab.txt
-# has a cap (1 GiB) no run can reach.
+# -max_len per target: 1 MiB, or with -L above the cap its reader enforces
+# (Note [Bounded JSON]: 16 MiB; --args-file 1 MiB); the tokenizer reads text
+# with no cap, vocab.txt has a cap (1 GiB) no run can reach.
 max_len_of() {
+  [[ $large == 1 ]] || { echo $((1 << 20)); return; }
   case $1 in
     args_file|vocab) echo $((2 << 20)) ;;
     tokenizer) echo $((1 << 20)) ;;
@@ -54,8 +58,9 @@ run_one() {
   rm -rf "$dir"; mkdir -p "$dir"
   start=$(date +%s)
   set +e
-  KILN_FUZZ_BIN=$out/bin KILN_FUZZ_LARGE=1 KILN_FUZZ_WORK=$dir/work \
+  KILN_FUZZ_BIN=$out/bin KILN_FUZZ_LARGE=$large KILN_FUZZ_WORK=$dir/work \
     /usr/bin/time -o "$dir/cpu" -f "%U %S" "$root/tools/fuzz.sh" "$n" "$seconds" -runs="$runs" -max_len="$(max_len_of "$n")" -rss_limit_mb=3072 \
+    -timeout=$((large == 1 ? 120 : 30)) \
     >"$dir/fuzz.out" 2>&1
   status=$?
   end=$(date +%s)
@@ -75,7 +80,7 @@ run_one() {
   return $status
 }
 
-echo "fuzz_campaign: ${names[*]}, $jobs at a time, ${seconds}s or $runs runs each, commit $commit, in $out"
+echo "fuzz_campaign: ${names[*]}, $jobs at a time, large inputs: $large, ${seconds}s or $runs runs each, commit $commit, in $out"
 failed=0 pids=() running=0
 for n in "${names[@]}"; do
   while (( running >= jobs )); do wait -n || failed=1; running=$((running - 1)); done
