@@ -13,24 +13,14 @@
 #include <vector>
 
 #include "nn/bert_config.h"
+#include "nn/containers.h"
 #include "nn/layers.h"
 
 namespace kiln::nn {
 
 Tensor activation(const Tensor& x, HiddenAct act);
 
-// Children named "0", "1", ... like torch.nn.ModuleList.
-template <typename M>
-class ModuleList : public Module {
- public:
-  void push_back(std::shared_ptr<M> m) {
-    register_module(std::to_string(items.size()), m);
-    items.push_back(std::move(m));
-  }
-  std::vector<std::shared_ptr<M>> items;
-};
-
-class BertEmbeddings : public Module {
+class BertEmbeddings : public Module, public Callable<BertEmbeddings> {
  public:
   explicit BertEmbeddings(const BertConfig& c);
   // ids (B, T); token_type_ids (B, T) or undefined (zeros) -> (B, T, C)
@@ -41,7 +31,7 @@ class BertEmbeddings : public Module {
   Tensor position_ids;  // buffer (1, max_position_embeddings), as transformers keeps it
 };
 
-class BertSelfAttention : public Module {
+class BertSelfAttention : public Module, public Callable<BertSelfAttention> {
  public:
   explicit BertSelfAttention(const BertConfig& c);
   // x (B, T, C), mask_bias (B, 1, 1, T) additive or undefined -> (B, T, C)
@@ -52,7 +42,7 @@ class BertSelfAttention : public Module {
 };
 
 // dense -> dropout -> LayerNorm(residual + .): BertSelfOutput and BertOutput.
-class BertResidualOutput : public Module {
+class BertResidualOutput : public Module, public Callable<BertResidualOutput> {
  public:
   BertResidualOutput(int64_t in, const BertConfig& c);
   Tensor forward(const Tensor& h, const Tensor& residual) const;
@@ -61,7 +51,7 @@ class BertResidualOutput : public Module {
   std::shared_ptr<Dropout> drop;
 };
 
-class BertAttention : public Module {
+class BertAttention : public Module, public Callable<BertAttention> {
  public:
   explicit BertAttention(const BertConfig& c);
   Tensor forward(const Tensor& x, const Tensor& mask_bias) const;
@@ -69,7 +59,7 @@ class BertAttention : public Module {
   std::shared_ptr<BertResidualOutput> output;
 };
 
-class BertIntermediate : public Module {
+class BertIntermediate : public Module, public Callable<BertIntermediate> {
  public:
   explicit BertIntermediate(const BertConfig& c);
   Tensor forward(const Tensor& x) const { return activation(dense->forward(x), act); }
@@ -77,7 +67,7 @@ class BertIntermediate : public Module {
   HiddenAct act;
 };
 
-class BertLayer : public Module {
+class BertLayer : public Module, public Callable<BertLayer> {
  public:
   explicit BertLayer(const BertConfig& c);
   Tensor forward(const Tensor& x, const Tensor& mask_bias) const;
@@ -86,14 +76,14 @@ class BertLayer : public Module {
   std::shared_ptr<BertResidualOutput> output;
 };
 
-class BertEncoder : public Module {
+class BertEncoder : public Module, public Callable<BertEncoder> {
  public:
   explicit BertEncoder(const BertConfig& c);
   Tensor forward(const Tensor& x, const Tensor& mask_bias) const;
   std::shared_ptr<ModuleList<BertLayer>> layer;
 };
 
-class BertPooler : public Module {
+class BertPooler : public Module, public Callable<BertPooler> {
  public:
   explicit BertPooler(const BertConfig& c);
   Tensor forward(const Tensor& h) const;  // tanh(dense(h[:, 0])) -> (B, C)
@@ -105,7 +95,7 @@ struct BertOutputs {
   Tensor pooler_output;      // (B, C) or undefined without a pooler
 };
 
-class BertModel : public Module {
+class BertModel : public Module, public Callable<BertModel> {
  public:
   explicit BertModel(const BertConfig& c, bool add_pooling_layer = true);
   // attention_mask / token_type_ids may be undefined (all ones / all zeros).
@@ -121,7 +111,7 @@ class BertModel : public Module {
 // (sentence-transformers pooling): (B, T, C), (B, T) -> (B, C).
 Tensor mean_pool(const Tensor& hidden, const Tensor& attention_mask);
 
-class BertPredictionHeadTransform : public Module {
+class BertPredictionHeadTransform : public Module, public Callable<BertPredictionHeadTransform> {
  public:
   explicit BertPredictionHeadTransform(const BertConfig& c);
   Tensor forward(const Tensor& h) const { return norm->forward(activation(dense->forward(h), act)); }
@@ -130,7 +120,7 @@ class BertPredictionHeadTransform : public Module {
   HiddenAct act;
 };
 
-class BertLMPredictionHead : public Module {
+class BertLMPredictionHead : public Module, public Callable<BertLMPredictionHead> {
  public:
   BertLMPredictionHead(const BertConfig& c, std::shared_ptr<Embedding> tied);
   // h (N, C) -> logits (N, V) with the tied decoder
@@ -141,7 +131,7 @@ class BertLMPredictionHead : public Module {
 };
 
 // "cls" of BertForMaskedLM / BertForPreTraining.
-class BertPreTrainingHeads : public Module {
+class BertPreTrainingHeads : public Module, public Callable<BertPreTrainingHeads> {
  public:
   BertPreTrainingHeads(const BertConfig& c, std::shared_ptr<Embedding> tied, bool next_sentence);
   std::shared_ptr<BertLMPredictionHead> predictions;
@@ -153,7 +143,7 @@ struct MaskedLMOutput {
   Tensor logits;  // (B, T, V) without labels; (M, V) at the M labelled positions with labels
 };
 
-class BertForMaskedLM : public Module {
+class BertForMaskedLM : public Module, public Callable<BertForMaskedLM> {
  public:
   explicit BertForMaskedLM(const BertConfig& c);
   // labels (B, T) with -100 where no prediction is wanted. With labels the
@@ -169,7 +159,7 @@ struct PreTrainingOutput {
   Tensor mlm_logits, nsp_logits;
 };
 
-class BertForPreTraining : public Module {
+class BertForPreTraining : public Module, public Callable<BertForPreTraining> {
  public:
   explicit BertForPreTraining(const BertConfig& c);
   PreTrainingOutput forward(const Tensor& ids, const Tensor& attention_mask, const Tensor& token_type_ids,
@@ -183,7 +173,7 @@ struct ClassificationOutput {
   Tensor logits;  // (B, num_labels)
 };
 
-class BertForSequenceClassification : public Module {
+class BertForSequenceClassification : public Module, public Callable<BertForSequenceClassification> {
  public:
   BertForSequenceClassification(const BertConfig& c, int64_t num_labels = 2);
   ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),

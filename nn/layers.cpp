@@ -1,14 +1,19 @@
 #include "nn/layers.h"
 
+#include <cmath>
+
 namespace kiln::nn {
 
-Linear::Linear(int64_t in, int64_t out, bool with_bias, double init_std) {
+namespace {
+
+// U(-bound, bound) of the given shape.
+Tensor uniform_init(const Shape& shape, double bound) { return rand(shape) * (2.0 * bound) - bound; }
+
+void check_features(int64_t in, int64_t out) {
   KILN_CHECK(in > 0 && out > 0, "Linear: features must be positive, got in=", in, " out=", out);
-  register_parameter("weight", weight, randn({out, in}) * init_std);
-  if (with_bias) register_parameter("bias", bias, zeros({out}));
 }
 
-Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, double init_std) : padding_idx(pad) {
+Tensor embedding_weight(int64_t num, int64_t dim, std::optional<int64_t> pad, double init_std) {
   KILN_CHECK(num > 0 && dim > 0, "Embedding: sizes must be positive, got ", num, " x ", dim);
   Tensor w = randn({num, dim}) * init_std;
   if (pad) {
@@ -16,12 +21,46 @@ Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, doubl
     NoGradGuard g;
     w.select(0, *pad).zero_();
   }
-  register_parameter("weight", weight, w);
+  return w;
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias) {
+  check_features(in, out);
+  // torch.nn.Linear.reset_parameters: kaiming_uniform_(a = sqrt(5)) gives
+  // bound sqrt(6 / ((1 + a^2) in)) = 1/sqrt(in); the bias uses 1/sqrt(in) too.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  register_parameter("weight", weight, uniform_init({out, in}, bound));
+  if (with_bias) register_parameter("bias", bias, uniform_init({out}, bound));
+}
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias, double init_std) {
+  check_features(in, out);
+  register_parameter("weight", weight, randn({out, in}) * init_std);
+  if (with_bias) register_parameter("bias", bias, zeros({out}));
+}
+
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) : Embedding(num, dim, pad, 1.0) {}
+
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, double init_std) : padding_idx(pad) {
+  register_parameter("weight", weight, embedding_weight(num, dim, pad, init_std));
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps) : eps(eps) {
+  KILN_CHECK(dim > 0, "LayerNorm: dim must be positive, got ", dim);
+  KILN_CHECK(eps > 0 && std::isfinite(eps), "LayerNorm: eps must be positive and finite, got ", eps);
   register_parameter("weight", weight, ones({dim}));
   register_parameter("bias", bias, zeros({dim}));
+}
+
+Dropout::Dropout(double p) : p(p) {
+  KILN_CHECK(p >= 0.0 && p <= 1.0, "Dropout: probability must be in [0, 1], got ", p);
+}
+
+GELU::GELU(std::string approximate) : approximate(std::move(approximate)) {
+  KILN_CHECK(this->approximate == "none" || this->approximate == "tanh",
+             "GELU: approximate must be \"none\" or \"tanh\", got \"", this->approximate, "\"");
 }
 
 }  // namespace kiln::nn

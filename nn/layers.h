@@ -1,45 +1,78 @@
-// Basic layers with Hugging Face / PyTorch parameter names and shapes.
+// Basic layers with PyTorch's parameter names, shapes and defaults.
 //   Linear     weight (out, in), bias (out)          x (..., in) -> (..., out)
 //   Embedding  weight (V, C)                         ids (...)   -> (..., C)
 //   LayerNorm  weight (C) = 1, bias (C) = 0          x (..., C)  -> (..., C)
 //   Dropout    p; identity in eval mode
+//   GELU, ReLU, Tanh: no parameters
+//
+// Defaults are torch.nn's: Linear weight and bias U(-1/sqrt(in), 1/sqrt(in))
+// (kaiming_uniform with a = sqrt(5)), Embedding N(0, 1), LayerNorm eps 1e-5.
+// A model with its own scheme says so where it builds its layers: BERT
+// (nn/bert.cpp) passes initializer_range (N(0, 0.02) weights, zero biases)
+// and its config's layer_norm_eps (1e-12).
+//
+// Each is called as m(x), the same as m.forward(x) (Note [Module call],
+// nn/module.h).
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "nn/module.h"
 
 namespace kiln::nn {
 
-class Linear : public Module {
+class Linear : public Module, public Callable<Linear> {
  public:
-  // Initialised N(0, init_std), bias 0 (BERT's initialisation).
-  Linear(int64_t in_features, int64_t out_features, bool bias = true, double init_std = 0.02);
+  // PyTorch's initialisation: weight and bias U(-1/sqrt(in), 1/sqrt(in)).
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  // weight N(0, init_std), bias 0 (BERT's and GPT-2's initialisation).
+  Linear(int64_t in_features, int64_t out_features, bool bias, double init_std);
   Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
   Tensor weight, bias;
 };
 
-class Embedding : public Module {
+class Embedding : public Module, public Callable<Embedding> {
  public:
-  Embedding(int64_t num, int64_t dim, std::optional<int64_t> padding_idx = std::nullopt, double init_std = 0.02);
+  // PyTorch's initialisation: N(0, 1), the padding row zero.
+  Embedding(int64_t num, int64_t dim, std::optional<int64_t> padding_idx = std::nullopt);
+  // N(0, init_std), the padding row zero (BERT's initialisation).
+  Embedding(int64_t num, int64_t dim, std::optional<int64_t> padding_idx, double init_std);
   Tensor forward(const Tensor& ids) const { return embedding(weight, ids, padding_idx); }
   Tensor weight;
   std::optional<int64_t> padding_idx;
 };
 
-class LayerNorm : public Module {
+class LayerNorm : public Module, public Callable<LayerNorm> {
  public:
-  explicit LayerNorm(int64_t dim, double eps = 1e-12);
+  explicit LayerNorm(int64_t dim, double eps = 1e-5);
   Tensor forward(const Tensor& x) const { return layer_norm(x, {weight.size(0)}, weight, bias, eps); }
   Tensor weight, bias;
   double eps;
 };
 
-class Dropout : public Module {
+class Dropout : public Module, public Callable<Dropout> {
  public:
-  explicit Dropout(double p) : p(p) {}
+  explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) const { return dropout(x, p, is_training()); }
   double p;
+};
+
+class GELU : public Module, public Callable<GELU> {
+ public:
+  explicit GELU(std::string approximate = "none");  // "none" (erf) or "tanh", as torch.nn.GELU
+  Tensor forward(const Tensor& x) const { return gelu(x, approximate); }
+  std::string approximate;
+};
+
+class ReLU : public Module, public Callable<ReLU> {
+ public:
+  Tensor forward(const Tensor& x) const { return relu(x); }
+};
+
+class Tanh : public Module, public Callable<Tanh> {
+ public:
+  Tensor forward(const Tensor& x) const { return tanh(x); }
 };
 
 }  // namespace kiln::nn

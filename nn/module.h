@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/ops.h"
@@ -68,6 +69,26 @@ class Module {
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+// Note [Module call]: a module's computation is its `forward(...) const`
+// (whatever arguments it takes), and `m(args...)` is the same call. Modules
+// get that operator() by deriving from Callable<Self> beside Module:
+//
+//   class Block : public nn::Module, public nn::Callable<Block> {
+//    public:
+//     Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
+//   };
+//   Tensor y = (*block)(x);  // = block->forward(x)
+//
+// Every module kiln ships (nn/layers.h, nn/containers.h, nn/bert.h) does.
+template <typename Derived>
+class Callable {
+ public:
+  template <typename... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    return static_cast<const Derived&>(*this).forward(std::forward<Args>(args)...);
+  }
 };
 
 }  // namespace kiln::nn

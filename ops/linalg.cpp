@@ -3,6 +3,8 @@
 // The kernel sees (Bt, M, K) @ (Bt, K, N). A 2-D right operand with a batched
 // left one is folded into a single (Bt*M, K) @ (K, N) product, the shape every
 // Linear layer has; other batch dims broadcast.
+#include <algorithm>
+
 #include "ops/autocast.h"
 #include "ops/internal.h"
 
@@ -82,8 +84,16 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   check_same_device(a, b, "matmul");
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ", shape_str(a.sizes()),
              " and ", shape_str(b.sizes()));
+  // Checked on the caller's shapes, before vectors are unsqueezed or batch dims
+  // folded into rows, so the message names what the caller passed.
+  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  KILN_CHECK(ka == kb, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+             " cannot be multiplied (", ka, " vs ", kb, ")");
+  for (int64_t i = 3; i <= std::min(a.dim(), b.dim()); ++i)
+    KILN_CHECK(a.size(-i) == b.size(-i) || a.size(-i) == 1 || b.size(-i) == 1, "matmul: shapes ",
+               shape_str(a.sizes()), " and ", shape_str(b.sizes()), " have batch dimensions that do not broadcast (",
+               a.size(-i), " vs ", b.size(-i), " at dim ", -i, ")");
   if (a.dim() == 1 && b.dim() == 1) {
-    KILN_CHECK(a.size(0) == b.size(0), "matmul: vectors of sizes ", a.size(0), " and ", b.size(0));
     return reshape(matmul_nd(unsqueeze(a, 0), unsqueeze(b, 1)), {});
   }
   if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);

@@ -1,5 +1,8 @@
 // Parameter grouping helpers for the Hugging Face fine-tuning recipe: no weight
-// decay on biases and normalisation weights.
+// decay on biases and normalisation weights, told apart by their kind (a
+// tensor of at most one dimension), not by their names, so any model's naming
+// works: BERT's "LayerNorm.weight" and "bias", GPT-2's "ln_1.weight",
+// "ln_f.weight", a user's "norm2.g".
 #pragma once
 
 #include <string>
@@ -10,9 +13,11 @@
 
 namespace kiln::optim {
 
-// True for a full parameter name that ends in "bias" or contains "norm" in any
-// letter case ("encoder.layer.0.output.LayerNorm.weight", "pooler.dense.bias").
-bool is_no_decay_parameter(const std::string& name);
+// True for a parameter of at most one dimension: biases, LayerNorm (and RMS
+// norm) weights and other per-feature scales. For BERT this is exactly the set
+// transformers' recipe names ("bias", "LayerNorm.weight"); matrices and
+// embeddings get weight decay.
+bool is_no_decay_parameter(const Tensor& parameter);
 
 // Two groups, in this order: [0] every other parameter with `weight_decay`,
 // [1] the no-decay parameters with weight_decay 0. Registration order within

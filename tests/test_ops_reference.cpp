@@ -135,6 +135,17 @@ TEST(OpsReference, MatmulShapes) {
   EXPECT_EQ(matmul(ia, ib).to_vector<int64_t>(), (std::vector<int64_t>{58, 64, 139, 154}));
 }
 
+// Shape errors name the caller's shapes, not the folded or unsqueezed ones
+// the kernel sees (a (2, 5, 8) @ (8, 3) product runs as (10, 8) @ (8, 3)).
+TEST(OpsReference, MatmulErrorsNameTheCallersShapes) {
+  EXPECT_KILN_ERROR(matmul(rnd({2, 5, 8}, 1), rnd({9, 3}, 2)), "matmul: shapes [2, 5, 8] and [9, 3] cannot be multiplied (8 vs 9)");
+  EXPECT_KILN_ERROR(matmul(rnd({7}, 1), rnd({2, 6, 3}, 2)), "matmul: shapes [7] and [2, 6, 3] cannot be multiplied (7 vs 6)");
+  EXPECT_KILN_ERROR(matmul(rnd({4, 5}, 1), rnd({6}, 2)), "matmul: shapes [4, 5] and [6] cannot be multiplied (5 vs 6)");
+  EXPECT_KILN_ERROR(matmul(rnd({9}, 1), rnd({8}, 2)), "matmul: shapes [9] and [8] cannot be multiplied (9 vs 8)");
+  EXPECT_KILN_ERROR(matmul(rnd({2, 3, 4, 5}, 1), rnd({4, 5, 6}, 2)),
+                    "matmul: shapes [2, 3, 4, 5] and [4, 5, 6] have batch dimensions that do not broadcast (3 vs 4 at dim -3)");
+}
+
 // ---- reductions ---------------------------------------------------------------------------
 
 TEST(OpsReference, SumMeanVarAmaxOverDims) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 
+#include "nn/bert.h"
 #include "nn/layers.h"
 #include "optim/optim.h"
 #include "test_util.h"
@@ -356,12 +357,48 @@ struct TinyEncoder : nn::Module {
   std::shared_ptr<nn::LayerNorm> norm;
 };
 
+// GPT-2's names (ln_1, ln_f, c_attn) hold no "norm" or "LayerNorm": the
+// groups follow the parameters' kind, so its norms still get no decay.
+struct TinyGpt2Block : nn::Module {
+  TinyGpt2Block() {
+    wte = register_module("wte", std::make_shared<nn::Embedding>(11, 4));
+    ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(4));
+    c_attn = register_module("c_attn", std::make_shared<nn::Linear>(4, 12));
+    ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(4));
+  }
+  std::shared_ptr<nn::Embedding> wte;
+  std::shared_ptr<nn::LayerNorm> ln_1, ln_f;
+  std::shared_ptr<nn::Linear> c_attn;
+};
+
+TEST(OptimParamGroups, NoDecayByKindForGpt2Names) {
+  TinyGpt2Block model;
+  const std::vector<ParamGroup> groups = param_groups_no_decay(model, 0.1);
+  const std::vector<Tensor> decay = {model.wte->weight, model.c_attn->weight};
+  const std::vector<Tensor> no_decay = {model.ln_1->weight, model.ln_1->bias, model.c_attn->bias, model.ln_f->weight,
+                                        model.ln_f->bias};
+  ASSERT_EQ(groups[0].params.size(), decay.size());
+  ASSERT_EQ(groups[1].params.size(), no_decay.size());
+  for (size_t i = 0; i < decay.size(); ++i) EXPECT_TRUE(groups[0].params[i].shares_storage_with(decay[i])) << i;
+  for (size_t i = 0; i < no_decay.size(); ++i)
+    EXPECT_TRUE(groups[1].params[i].shares_storage_with(no_decay[i])) << i;
+}
+
+// On BERT the kind rule gives exactly transformers' recipe (no decay for
+// names holding "bias" or "LayerNorm.weight").
+TEST(OptimParamGroups, BertGroupsEqualTheTransformersRecipe) {
+  nn::BertForMaskedLM model(BertConfig::preset("bert-tiny"));
+  for (const auto& [name, p] : model.named_parameters()) {
+    const bool by_name = name.find("bias") != std::string::npos || name.find("LayerNorm.weight") != std::string::npos;
+    EXPECT_EQ(is_no_decay_parameter(p), by_name) << name;
+  }
+}
+
 TEST(OptimParamGroups, NoDecayForBiasesAndNorms) {
-  EXPECT_TRUE(is_no_decay_parameter("bert.encoder.layer.0.output.LayerNorm.weight"));
-  EXPECT_TRUE(is_no_decay_parameter("bert.encoder.layer.0.attention.self.query.bias"));
-  EXPECT_TRUE(is_no_decay_parameter("ln.layer_norm.weight"));
-  EXPECT_FALSE(is_no_decay_parameter("bert.encoder.layer.0.attention.self.query.weight"));
-  EXPECT_FALSE(is_no_decay_parameter("bert.embeddings.word_embeddings.weight"));
+  EXPECT_TRUE(is_no_decay_parameter(zeros({8})));      // a bias, a norm weight
+  EXPECT_TRUE(is_no_decay_parameter(scalar_tensor(1.0)));  // a scalar scale
+  EXPECT_FALSE(is_no_decay_parameter(zeros({8, 4})));  // a weight matrix, an embedding
+  EXPECT_FALSE(is_no_decay_parameter(zeros({2, 3, 4})));
 
   TinyEncoder model;
   const std::vector<ParamGroup> groups = param_groups_no_decay(model, 0.01);
