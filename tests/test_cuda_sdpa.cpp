@@ -100,7 +100,7 @@ bool cudnn_takes(DType dt, int64_t B, int64_t T, int64_t heads, int64_t hs, bool
   const Tensor mask = masked ? zeros({B, T}, TensorOptions(dt, kGpu)) : Tensor();
   Tensor out = empty_tensor({B, T, C}, dt, kGpu), stats = empty_tensor({B, heads, T}, DType::Float32, kGpu);
   return backend(kGpu).sdpa_forward(out, stats, q, k, v, mask, heads, 1.0 / std::sqrt(static_cast<double>(hs)), p,
-                                    PhiloxState{5, 0});
+                                    PhiloxState{5, 0}, false);
 }
 
 #ifdef KILN_WITH_CUDA
@@ -166,7 +166,7 @@ TEST(CudaSdpa, BackendForwardRunsOnCudnnWithLogsumexpStats) {
     const double lowest = dt == DType::Float16 ? -65504.0 : -3.3895313892515355e38;
     const Tensor gmask = clamp(mask, lowest, std::nullopt).to(kGpu, dt);
     ASSERT_TRUE(backend(kGpu).sdpa_forward(out, stats, q.to(kGpu, dt), k.to(kGpu, dt), v.to(kGpu, dt), gmask, heads,
-                                           scale, 0.0, PhiloxState{}))
+                                           scale, 0.0, PhiloxState{}, false))
         << "cuDNN found no engine for the SDPA forward/backward graphs";
     EXPECT_TRUE(close(out, ref, dt, "backend output"));
     const double stats_err = normalised_error(stats, lse);  // float32 statistics of the same 16-bit inputs
@@ -378,11 +378,12 @@ TEST(CudaSdpa, TwoThreadsOnTheirOwnStreams) {
       for (int it = 0; it < iterations && r.ran; ++it) {
         Tensor stats = empty_tensor({B, heads, T}, DType::Float32, kGpu);
         out = empty_tensor({B, T, C}, dt, kGpu);
-        r.ran = backend(kGpu).sdpa_forward(out, stats, q, k, v, mask, heads, scale, 0.0, PhiloxState{});
+        r.ran = backend(kGpu).sdpa_forward(out, stats, q, k, v, mask, heads, scale, 0.0, PhiloxState{}, false);
         if (!r.ran) break;
         dq = empty_tensor({B, T, C}, dt, kGpu), dk = empty_tensor({B, T, C}, dt, kGpu);
         dv = empty_tensor({B, T, C}, dt, kGpu);
-        backend(kGpu).sdpa_backward(dq, dk, dv, dout, q, k, v, out, stats, mask, heads, scale, 0.0, PhiloxState{});
+        backend(kGpu).sdpa_backward(dq, dk, dv, dout, q, k, v, out, stats, mask, heads, scale, 0.0, PhiloxState{},
+                                    false);
       }
       if (r.ran) r.got = {out.cpu(), dq.cpu(), dk.cpu(), dv.cpu()};
       cuda::current_stream(0).synchronize();
@@ -538,9 +539,9 @@ TEST(CudnnRules, ArgumentSlotsAre16ByteAlignedAndDisjoint) {
               EXPECT_TRUE(l.seed == -1 && l.offset == -1);
             }
             if (seq) {
-              slots.emplace_back(l.seq_len, 4 * B);
+              slots.insert(slots.end(), {{l.seq_len_q, 4 * B}, {l.seq_len_kv, 4 * B}});
             } else {
-              EXPECT_EQ(l.seq_len, -1);
+              EXPECT_TRUE(l.seq_len_q == -1 && l.seq_len_kv == -1);
             }
             for (int64_t r : l.ragged) {
               if (ragged) {
