@@ -29,7 +29,9 @@ namespace kiln {
 // scores are all -inf gives NaN, as the composite's softmax does. Draws the
 // dropout mask exactly as dropout() would (one generator call over
 // (B, heads, T, S)), so it gives the composite's numbers (Note [Fused
-// attention], ops/fused.cpp).
+// attention], ops/fused.cpp). On CUDA, float16 and bfloat16 run cuDNN's fused
+// attention where it takes the problem (a key bias or none; causal within
+// Note [cuDNN causal masks]), the composite otherwise (full masks always).
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                             const Tensor& mask_bias = Tensor(), double p = 0.0, bool training = false,
                             Generator* gen = nullptr, bool causal = false);
