@@ -1,5 +1,6 @@
 #pragma once
-// kiln: include this one header to use the library.
+// kiln: include this one header to use the library (installed as <kiln/kiln.h>):
+// tensors and ops, autograd, nn, optim, data and train.
 #include "core/dtype.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -8,4 +9,20 @@
 #include "core/tensor.h"
 #include "autograd/grad_mode.h"
 #include "ops/ops.h"
+#include "ops/fused.h"
 #include "ops/autocast.h"
+#include "nn/module.h"
+#include "nn/layers.h"
+#include "nn/containers.h"
+#include "nn/bert_config.h"
+#include "nn/bert.h"
+#include "nn/generation.h"
+#include "nn/safetensors.h"
+#include "nn/hf_checkpoint.h"
+#include "optim/optim.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "data/dataloader.h"
+#include "data/tokenizer/bert_tokenizer.h"
+#include "train/trainer.h"
+#include "train/task_util.h"
