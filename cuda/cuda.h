@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/memory/caching_allocator.h"
-#include "core/tensor.h"
-#include "cuda/stream.h"
+#include "kiln/core/memory/allocator_stats.h"
+#include "kiln/core/tensor.h"
+#include "kiln/cuda/stream.h"
 
 namespace kiln::cuda {
 
