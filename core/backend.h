@@ -233,10 +233,9 @@ inline void Backend::sdpa_backward(const Tensor&, const Tensor&, const Tensor&, 
 }
 
 // The backend for a device; kiln::Error "built without CUDA" (or "no CUDA
-// device") when it cannot exist.
+// device") when it cannot exist. CUDA's comes from libkiln_cuda through its
+// hooks (core/cuda_hooks.h, Note [Package layout] in core/components.h).
 Backend& backend(Device device);
 Backend& cpu_backend();
-// cuda/ registers its backend at start-up through this hook.
-void register_cuda_backend(Backend* (*factory)(int device_index));
 
 }  // namespace kiln

@@ -6,7 +6,9 @@
 //
 // It names no CUDA type and compiles in every build. Without CUDA,
 // device_count() is 0, is_available() false, and every other call is a
-// kiln::Error "... built without CUDA" (cuda/stub.cpp).
+// kiln::Error "... built without CUDA". libkiln defines these calls and
+// forwards them to the CUDA backend's library, loading it on first use
+// (core/cuda_hooks.cpp, Note [Package layout] in core/components.h).
 #pragma once
 
 #include <cstddef>
