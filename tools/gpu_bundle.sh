@@ -11,8 +11,8 @@
 #       (KILN_CPU_ARCH, x86-64-v3, never -march=native), and lib/ holds
 #       libkiln.so, libkiln_cuda.so and libkiln_dist.so (Note [Package
 #       layout] in core/components.h) with every shared library they load
-#       (RUNPATH $ORIGIN) except
-#       glibc, libstdc++/libgcc and CUDA's own: the CUDA runtime and cuBLAS
+#       (RUNPATH $ORIGIN) except glibc, libstdc++/libgcc and CUDA's own:
+#       the CUDA runtime and cuBLAS
 #       come from the GPU machine's toolkit, cuDNN and NCCL from its Python
 #       wheels (tools/gpu_check.sh finds them). lib/compat/ keeps this
 #       machine's libstdc++ and libgcc_s, used only if the GPU machine's are
