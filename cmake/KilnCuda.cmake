@@ -49,6 +49,10 @@ if(KILN_WITH_CUDA)
                                              CUDA_SEPARABLE_COMPILATION OFF)
   # KILN_WITH_CUDA: for the tests' CUDA-only parts (in the build tree only).
   target_compile_definitions(kiln_cuda PUBLIC $<BUILD_INTERFACE:KILN_WITH_CUDA=1>)
+  # A program calls none of libkiln_cuda's symbols itself (libkiln does), so
+  # --as-needed (GCC's default on Debian) would drop it: linking kiln::cuda
+  # keeps it (Note [Package layout] in core/components.h).
+  target_link_options(kiln_cuda INTERFACE "LINKER:--no-as-needed")
   target_link_libraries(kiln_cuda PUBLIC kiln
                                   PRIVATE $<BUILD_INTERFACE:CUDA::cudart> $<BUILD_INTERFACE:CUDA::cublas>
                                           $<BUILD_INTERFACE:CUDA::cublasLt>)

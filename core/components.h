@@ -27,13 +27,16 @@
 // (cuda::detail::CudaHooks in core/cuda_hooks.h; dist::detail::MpiHooks and
 // NcclHooks in dist/dist_hooks.h). The part implements it and registers one
 // instance from a static initialiser, i.e. as soon as the library is loaded:
-// at start-up when the program links it (kiln::cuda, kiln::dist; the kiln
-// tool, the tests and the benchmarks link every part that was built), or on
-// the first request for CUDA (backend(cuda), any kiln::cuda:: call) or for
-// MPI/NCCL (their process groups, init_process_group under mpirun), when
-// libkiln dlopen()s it from its own folder (load_component below). So a
-// program linked with kiln::kiln alone still runs on CUDA where the package
-// has it, and loads no CUDA library until it asks for CUDA.
+//  - at start-up when the program links it: kiln::cuda and kiln::dist (the
+//    kiln tool, the tests and the benchmarks link every part that was
+//    built). They pass the linker --no-as-needed, since the program calls
+//    none of a part's symbols itself (libkiln does) and --as-needed, GCC's
+//    default on Debian, would drop it;
+//  - else on the first request for CUDA (backend(cuda), any kiln::cuda::
+//    call) or for MPI/NCCL (their process groups, init_process_group under
+//    mpirun), when libkiln dlopen()s it from its own folder (load_component
+//    below). So a program linked with kiln::kiln alone still runs on CUDA
+//    where the package has it, and loads no CUDA library until it asks.
 //
 // libkiln knows from its build which parts were built beside it
 // (component_built): a part that was not is the usual clear error ("kiln was
