@@ -156,12 +156,17 @@ class Backend {
   // Fused multi-head attention (Note [Fused attention], ops/fused.cpp). Optional:
   // a backend without it keeps these defaults, and multi_head_attention() runs
   // the composition of primitives there instead (the CUDA backend does so).
-  // q, k, v (B, T, C) with unit stride in the last dim (any batch and row
-  // strides), C = heads * head_size, float32 or float64; mask (B, T) additive
-  // key bias, contiguous, or undefined; keep (B, heads, T, T) bool dropout keep
-  // mask, contiguous, or undefined (no dropout). Per (b, h):
-  //   probs = softmax(q_h k_h^T * scale + mask_b)  -> probs (B, heads, T, T)
-  //   ctx_h = (probs * keep * keep_scale) v_h      -> ctx (B, T, C) contiguous
+  // q (B, T, C), k and v (B, S, C) with unit stride in the last dim (any batch
+  // and row strides), C = heads * head_size, float32 or float64; mask
+  // undefined, or a (B, heads, T, S) view of q's dtype with unit stride in the
+  // last dim and stride 0 where it broadcasts (a key bias is (B|1, 1, 1, S)
+  // expanded); keep (B, heads, T, S) bool dropout keep mask, contiguous, or
+  // undefined (no dropout); causal: key s is masked (-inf) for query t when
+  // s > t + S - T, S >= T. Per (b, h):
+  //   probs = softmax(q_h k_h^T * scale + mask_bh [causal mask])  -> probs (B, heads, T, S)
+  //   ctx_h = (probs * keep * keep_scale) v_h                     -> ctx (B, T, C) contiguous
+  // probs is the backward's input only: a kernel may leave entries its
+  // backward does not read (causal ones) unwritten.
   virtual bool has_fused_attention() const { return false; }
   // Scaled masked softmax (scaled_masked_softmax, ops/nn_ops.cpp), optional:
   // out = softmax over the last dim of (x * scale + mask) in one pass.
@@ -190,45 +195,55 @@ class Backend {
     unary(tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, out, preact);
   }
   virtual void attention(const Tensor& ctx, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale);
-  // dq, dk, dv (B, T, C) with unit stride in the last dim (they may be column
-  // slices of one (B, T, 3C) gradient), overwritten; dctx (B, T, C) contiguous.
+                         const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale,
+                         bool causal);
+  // dq (B, T, C), dk and dv (B, S, C) with unit stride in the last dim (they
+  // may be column slices of one (B, T, 3C) gradient), overwritten; dctx
+  // (B, T, C) contiguous; probs as attention() left it.
   virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dctx,
                                   const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                                  const Tensor& keep, int64_t heads, double scale, double keep_scale);
+                                  const Tensor& keep, int64_t heads, double scale, double keep_scale, bool causal);
 
   // Scaled-dot-product attention through a vendor kernel (cuDNN on CUDA, Note
   // [cuDNN attention] in cuda/attention_cudnn.cpp). Optional: a backend says
   // which cases it runs (the default: none) and multi_head_attention() takes
-  // the other paths for the rest. q, k, v (B, T, C) with unit stride in the
-  // last dim, C = heads * head_size, float16 or bfloat16; mask (B, T) additive
-  // key bias in q's dtype, contiguous, or undefined; dropout p >= 0 drawn from
-  // the backend's own Philox stream at `st` (forward and backward given the
-  // same st and p drop the same elements). out (B, T, C) contiguous; stats
-  // (B, heads, T) float32 contiguous, the logsumexp of each score row.
-  // sdpa_forward returns false, having written nothing, when the backend
-  // cannot run this exact problem after all (the caller takes another path).
-  virtual bool sdpa_supported(DType dtype, int64_t T, int64_t head_size, bool has_mask, double p) const {
-    (void)dtype, (void)T, (void)head_size, (void)has_mask, (void)p;
+  // the other paths for the rest. q (B, T, C), k and v (B, S, C) with unit
+  // stride in the last dim, C = heads * head_size, float16 or bfloat16; mask
+  // (B, S) additive key bias in q's dtype, contiguous, or undefined (full
+  // masks take the other paths); causal: the bottom-right aligned mask of
+  // attention() (S >= T); dropout p >= 0 drawn from the backend's own Philox
+  // stream at `st` (forward and backward given the same st and p drop the
+  // same elements). out (B, T, C) contiguous; stats (B, heads, T) float32
+  // contiguous, the logsumexp of each score row. sdpa_forward returns false,
+  // having written nothing, when the backend cannot run this exact problem
+  // after all (the caller takes another path).
+  virtual bool sdpa_supported(DType dtype, int64_t T, int64_t S, int64_t head_size, bool has_mask, double p,
+                              bool causal) const {
+    (void)dtype, (void)T, (void)S, (void)head_size, (void)has_mask, (void)p, (void)causal;
     return false;
   }
+  // Self-attention without a causal mask (S = T).
+  bool sdpa_supported(DType dtype, int64_t T, int64_t head_size, bool has_mask, double p) const {
+    return sdpa_supported(dtype, T, T, head_size, has_mask, p, false);
+  }
   virtual bool sdpa_forward(const Tensor& out, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st);
-  // dq, dk, dv (B, T, C) with unit stride in the last dim (they may be column
-  // slices of one (B, T, 3C) gradient), overwritten; dout (B, T, C) contiguous.
+                            const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st, bool causal);
+  // dq (B, T, C), dk and dv (B, S, C) with unit stride in the last dim (they
+  // may be column slices of one (B, T, 3C) gradient), overwritten; dout
+  // (B, T, C) contiguous.
   virtual void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                              const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                              const Tensor& stats, const Tensor& mask, int64_t heads, double scale, double p,
-                             PhiloxState st);
+                             PhiloxState st, bool causal);
 };
 
 inline bool Backend::sdpa_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                  const Tensor&, int64_t, double, double, PhiloxState) {
+                                  const Tensor&, int64_t, double, double, PhiloxState, bool) {
   fail("internal: sdpa_forward called on a backend without fused scaled-dot-product attention");
 }
 inline void Backend::sdpa_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                    const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                                   double, double, PhiloxState) {
+                                   double, double, PhiloxState, bool) {
   fail("internal: sdpa_backward called on a backend without fused scaled-dot-product attention");
 }
 

@@ -12,29 +12,32 @@
 // one flash-attention kernel. The graphs below (built in
 // cuda/attention_cudnn_graph.cpp) are that shape, as the cuDNN frontend
 // library lowers its SDPA nodes for cuDNN 9.x (composite softmax, dQ
-// accumulated in float32), Tb the graph's length (Note [cuDNN attention
-// buckets]):
+// accumulated in float32), Tb and Sb the graph's query and key lengths (Note
+// [cuDNN attention buckets]):
 //
-//   forward   S  = (Q @ K^T) * scale + bias [padded]     (B, NH, Tb, Tb) float32, virtual
+//   forward   S  = (Q @ K^T) * scale + bias [padded] [causal]   (B, NH, Tb, Sb) float32, virtual
 //             M  = rowmax(S);  E = exp(S - M);  Z = rowsum(E)
 //             stats = M + log(Z)                          (B, NH, Tb, 1) float32, saved
 //             P  = E / Z  [* bernoulli(1-p) * 1/(1-p)]    cast to the io dtype
 //             O  = P @ V                                  (B, NH, Tb, HS) io dtype
 //
 //   backward  sum = rowsum(dO * O) * (1-p)                (B, NH, Tb, 1) float32, workspace
-//             E  = exp((Q @ K^T) * scale + bias [padded] - stats)  (the probabilities again)
+//             E  = exp((Q @ K^T) * scale + bias [padded] [causal] - stats)  (the probabilities again)
 //             dV = (E [* mask / (1-p)])^T @ dO
 //             dS = ((dO @ V^T) [* mask] - sum) * E [/ (1-p)] * scale
 //             dK = dS^T @ Q;   dQ = dS @ K                (dQ through a float32 accumulator)
 //
 // [padded]: the padding mask, every score outside the per-batch lengths
 // seq_len_q x seq_len_kv set to the float lowest; the matmuls then stop at
-// those lengths (GEMM M/N/K overrides). Q, K, V, O and their gradients are
-// (B, NH, Tb, HS) strided views of kiln's (B, T, C) tensors (or of one packed
-// (B, T, 3C) projection): strides (batch, HS, row, 1), the batch start of a
-// bucketed graph from per-call ragged offsets; K^T and V^T are the same memory
-// with the last two dims' strides swapped. The key bias is (B, 1, Tb, Tb)
-// with stride 0 over queries. Scalars (scale, 1/(1-p), 1-p, 1, lowest) are
+// those lengths (GEMM M/N/K overrides). [causal]: the causal mask, every
+// score above the (bottom-right aligned) diagonal set to the float lowest
+// (Note [cuDNN causal masks] in cuda/attention_cudnn_rules.h). Q, O and their
+// gradients are (B, NH, Tb, HS), K, V and theirs (B, NH, Sb, HS) strided views
+// of kiln's (B, T, C) and (B, S, C) tensors (or of one packed (B, T, 3C)
+// projection): strides (batch, HS, row, 1), the batch start of a bucketed
+// graph from per-call ragged offsets; K^T and V^T are the same memory with
+// the last two dims' strides swapped. The key bias is (B, 1, Tb, Sb) with
+// stride 0 over queries. Scalars (scale, 1/(1-p), 1-p, 1, lowest) are
 // by-value tensors; the dropout seed and offset, sequence lengths and ragged
 // offsets are small device tensors (Note [cuDNN call arguments] in
 // cuda/attention_cudnn_rules.h). cuDNN's version-specific workarounds are
@@ -50,7 +53,7 @@
 // mask differs from the CPU's bernoulli mask, so with dropout CUDA and CPU
 // agree in distribution only.
 //
-// A problem (device, dtype, B, NH, Tb, HS, strides, mask, p; pointers 16-byte
+// A problem (device, dtype, B, NH, Tb, Sb, HS, strides, mask, causal, p; pointers 16-byte
 // aligned) builds both graphs once and caches their execution plans. When
 // cuDNN finds no engine for either graph, or refuses either plan on its first
 // run (Note [Declined at first run]), forward() says so (false) and the
@@ -173,12 +176,13 @@ void report_declined(const Problem& pr, const std::string& why) {
   char last[512] = {0};
   cudnnGetLastErrorString(last, sizeof last);
   std::fprintf(stderr,
-               "kiln: cuDNN attention declined (B=%lld, heads=%lld, %s=%lld, head size=%lld, %s, mask %d, p %g): "
-               "%s%s%s; using %s\n",
+               "kiln: cuDNN attention declined (B=%lld, heads=%lld, %s=%lld, S=%lld, head size=%lld, %s, mask %d, "
+               "causal %d, p %g): %s%s%s; using %s\n",
                static_cast<long long>(pr.B), static_cast<long long>(pr.NH), pr.ragged ? "T bucket" : "T",
-               static_cast<long long>(pr.T), static_cast<long long>(pr.HS),
-               pr.io == CUDNN_DATA_HALF ? "float16" : "bfloat16", pr.mask ? 1 : 0, pr.p, why.c_str(),
-               last[0] ? ": " : "", last, pr.ragged ? "a plan for the exact length" : "the other attention kernels");
+               static_cast<long long>(pr.T), static_cast<long long>(pr.S), static_cast<long long>(pr.HS),
+               pr.io == CUDNN_DATA_HALF ? "float16" : "bfloat16", pr.mask ? 1 : 0, static_cast<int>(pr.causal), pr.p,
+               why.c_str(), last[0] ? ": " : "", last,
+               pr.ragged ? "a plan for the exact length" : "the other attention kernels");
 }
 
 // The cached entry of a problem, its plans built on first sight.
@@ -234,29 +238,33 @@ std::pair<int64_t, int64_t> layout(const Tensor& t) {
 bool aligned_ptr(const void* p) { return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(kAlignment) == 0; }
 bool aligned(const Tensor& t) { return !t.defined() || aligned_ptr(t.raw_data()); }
 
-// What a call has beyond its problem: the length and the operands' batch strides (elements).
+// What a call has beyond its problem: the lengths and the operands' batch strides (elements).
 struct CallShape {
-  int64_t T = 0;
+  int64_t T = 0, S = 0;
   int64_t q_b = 0, k_b = 0, v_b = 0, o_b = 0;  // o_b: out and dout, (B, T, C) contiguous
 };
 
 // The problem of a call, bucketed (ragged) or of the exact length; false when
 // the layouts are not what the graphs describe or the rules refuse the graphs.
 bool describe(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, int64_t heads, double p,
-              bool ragged, Problem& pr, CallShape& cs) {
+              bool causal, bool ragged, Problem& pr, CallShape& cs) {
   if (q.dtype() != DType::Float16 && q.dtype() != DType::BFloat16) return false;
   for (const Tensor* t : {&q, &k, &v})
     if (t->dim() != 3 || t->stride(2) != 1 || !aligned(*t)) return false;
   if (mask.defined() && (!mask.is_contiguous() || !aligned(mask))) return false;
   const int64_t version = cudnn_runtime_version();
+  const CausalRules cr = causal_rules(version, q.size(1), k.size(1), causal, mask.defined(), p > 0.0);
+  if (!cr.supported) return false;
   pr = Problem();
   pr.io = q.dtype() == DType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
   pr.B = q.size(0);
   pr.NH = heads;
   pr.HS = q.size(2) / heads;
   pr.mask = mask.defined();
+  pr.causal = cr.mask;
   pr.p = p;
   cs.T = q.size(1);
+  cs.S = k.size(1);
   cs.o_b = cs.T * q.size(2);
   std::tie(cs.q_b, pr.q_t) = layout(q);
   std::tie(cs.k_b, pr.k_t) = layout(k);
@@ -266,16 +274,19 @@ bool describe(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m
     pr.offset_bytes = ragged_offset_bytes(version, pr.B * std::max({cs.q_b, cs.k_b, cs.v_b, cs.o_b}));
     if (pr.offset_bytes == 0) return false;
     pr.T = bucket_length(cs.T);
-    pr.q_b = pr.T * pr.q_t, pr.k_b = pr.T * pr.k_t, pr.v_b = pr.T * pr.v_t;
+    pr.S = bucket_length(cs.S);
+    pr.q_b = pr.T * pr.q_t, pr.k_b = pr.S * pr.k_t, pr.v_b = pr.S * pr.v_t;
   } else {
     pr.T = cs.T;
+    pr.S = cs.S;
     pr.q_b = cs.q_b, pr.k_b = cs.k_b, pr.v_b = cs.v_b;
   }
-  const GraphRules fwd = graph_rules(version, q.dtype(), Pass::Forward, pr.T, pr.T, ragged);
-  const GraphRules bwd = graph_rules(version, q.dtype(), Pass::Backward, pr.T, pr.T, ragged);
+  const bool padded = ragged || cr.needs_padding;
+  const GraphRules fwd = graph_rules(version, q.dtype(), Pass::Forward, pr.T, pr.S, padded);
+  const GraphRules bwd = graph_rules(version, q.dtype(), Pass::Backward, pr.T, pr.S, padded);
   if (!fwd.supported || !bwd.supported) return false;
-  pr.fwd_padding = ragged || fwd.add_padding_mask;
-  pr.bwd_padding = ragged || bwd.add_padding_mask;
+  pr.fwd_padding = padded || fwd.add_padding_mask;
+  pr.bwd_padding = padded || bwd.add_padding_mask;
   pr.bwd_repad = bwd.repad_after_stats;
   return true;
 }
@@ -311,9 +322,12 @@ Args upload_args(int device, const Problem& pr, const CallShape& cs, bool padded
     put(a.layout.seed, &seed[0], 8);
     put(a.layout.offset, &seed[1], 8);
   }
-  if (padded) {
-    const auto len = static_cast<int32_t>(cs.T);  // every batch entry is T long; the graph may be longer
-    for (int64_t b = 0; b < pr.B; ++b) put(a.layout.seq_len + 4 * b, &len, 4);
+  if (padded) {  // every batch entry is T and S long; the graph may be longer
+    const auto len_q = static_cast<int32_t>(cs.T), len_kv = static_cast<int32_t>(cs.S);
+    for (int64_t b = 0; b < pr.B; ++b) {
+      put(a.layout.seq_len_q + 4 * b, &len_q, 4);
+      put(a.layout.seq_len_kv + 4 * b, &len_kv, 4);
+    }
   }
   if (pr.ragged) {
     const std::array<int64_t, 4> batch = {cs.q_b, cs.k_b, cs.v_b, cs.o_b};
@@ -331,7 +345,7 @@ Args upload_args(int device, const Problem& pr, const CallShape& cs, bool padded
   return a;
 }
 
-// Adds the arguments' uids and pointers; `lowest` is the padding value, by value.
+// Adds the arguments' uids and pointers; `lowest` is the padding and causal masks' value, by value.
 void bind_args(const Args& a, const Problem& pr, bool padded, const float* lowest, std::vector<int64_t>& uids,
                std::vector<void*>& ptrs) {
   if (pr.dropout()) {
@@ -339,8 +353,12 @@ void bind_args(const Args& a, const Problem& pr, bool padded, const float* lowes
     ptrs.insert(ptrs.end(), {a.at(a.layout.seed), a.at(a.layout.offset)});
   }
   if (padded) {
-    uids.insert(uids.end(), {kSeqQ, kSeqKV, kLowest});
-    ptrs.insert(ptrs.end(), {a.at(a.layout.seq_len), a.at(a.layout.seq_len), const_cast<float*>(lowest)});
+    uids.insert(uids.end(), {kSeqQ, kSeqKV});
+    ptrs.insert(ptrs.end(), {a.at(a.layout.seq_len_q), a.at(a.layout.seq_len_kv)});
+  }
+  if (padded || pr.causal != CausalMask::None) {
+    uids.push_back(kLowest);
+    ptrs.push_back(const_cast<float*>(lowest));
   }
   if (pr.ragged) {
     uids.insert(uids.end(), {kRaggedQ, kRaggedK, kRaggedV, kRaggedO});
@@ -401,16 +419,17 @@ struct BackwardIO {
 cudnnStatus_t run_forward(int device, const Plan& plan, const Problem& pr, const CallShape& cs, const ForwardIO& io,
                           double scale, PhiloxState st) {
   const Args args = upload_args(device, pr, cs, pr.fwd_padding, st);
-  const bool widened = pr.T != cs.T;  // a bucket above T: bias and statistics through (.., Tb) scratch
+  // Buckets above T or S: statistics through (.., Tb), the key bias through (.., Sb) scratch.
+  const bool widened = pr.T != cs.T, wide_bias = pr.mask && pr.S != cs.S;
   Tensor bias, stats;
-  if (widened && pr.mask) bias = widen_rows(device, io.mask, pr.B, cs.T, pr.T, pr.dtype());
+  if (wide_bias) bias = widen_rows(device, io.mask, pr.B, cs.S, pr.S, pr.dtype());
   if (widened) stats = empty_tensor({pr.B, pr.NH, pr.T}, DType::Float32, Device(DeviceType::CUDA, device));
   void* stats_ptr = widened ? stats.raw_data() : io.stats;
   float scale_f = static_cast<float>(scale), lowest = std::numeric_limits<float>::lowest();
   float drop_scale = pr.dropout() ? static_cast<float>(1.0 / (1.0 - pr.p)) : 1.f;
   std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale};
   std::vector<void*> ptrs = {io.q, io.k, io.v, io.out, stats_ptr, &scale_f};
-  if (pr.mask) uids.push_back(kBias), ptrs.push_back(widened ? bias.raw_data() : io.mask);
+  if (pr.mask) uids.push_back(kBias), ptrs.push_back(wide_bias ? bias.raw_data() : io.mask);
   bind_args(args, pr, pr.fwd_padding, &lowest, uids, ptrs);
   if (pr.dropout()) uids.push_back(kDropScale), ptrs.push_back(&drop_scale);
   const cudnnStatus_t status = execute(device, plan, uids, ptrs);
@@ -422,9 +441,9 @@ cudnnStatus_t run_backward(int device, const Plan& plan, const Problem& pr, cons
                            double scale, PhiloxState st) {
   const Device dev(DeviceType::CUDA, device);
   const Args args = upload_args(device, pr, cs, pr.bwd_padding, st);
-  const bool widened = pr.T != cs.T;
+  const bool widened = pr.T != cs.T, wide_bias = pr.mask && pr.S != cs.S;
   Tensor bias, stats;  // padded rows' statistics are 0: finite, and those rows are masked anyway
-  if (widened && pr.mask) bias = widen_rows(device, io.mask, pr.B, cs.T, pr.T, pr.dtype());
+  if (wide_bias) bias = widen_rows(device, io.mask, pr.B, cs.S, pr.S, pr.dtype());
   if (widened) stats = widen_rows(device, io.stats, pr.B * pr.NH, cs.T, pr.T, DType::Float32);
   Tensor softmax_sum = empty_tensor({pr.B, pr.NH, pr.T}, DType::Float32, dev);
   Tensor dq_accum = empty_tensor({pr.B, pr.NH, pr.T, pr.HS}, DType::Float32, dev);
@@ -437,7 +456,7 @@ cudnnStatus_t run_backward(int device, const Plan& plan, const Problem& pr, cons
   std::vector<int64_t> uids = {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kSoftmaxSum, kDQAccum};
   std::vector<void*> ptrs = {io.q,  io.k,  io.v,  io.out,   io.dout,  widened ? stats.raw_data() : io.stats,
                              io.dq, io.dk, io.dv, &scale_f, softmax_sum.raw_data(), dq_accum.raw_data()};
-  if (pr.mask) uids.push_back(kBias), ptrs.push_back(widened ? bias.raw_data() : io.mask);
+  if (pr.mask) uids.push_back(kBias), ptrs.push_back(wide_bias ? bias.raw_data() : io.mask);
   bind_args(args, pr, pr.bwd_padding, &lowest, uids, ptrs);
   if (pr.dropout()) {
     uids.insert(uids.end(), {kDropScale, kDropScaleInv});
@@ -460,12 +479,15 @@ cudnnStatus_t first_run(int device, const Entry& e, const Problem& pr, const Cal
   cudnnStatus_t status = run_forward(device, *e.fwd, pr, cs, f, scale, PhiloxState{});
   if (status != CUDNN_STATUS_SUCCESS) return status;
   // Gradients laid out as q, k, v: the column blocks of one buffer when those are (the packed projection).
-  const bool packed = cs.q_b == cs.k_b && cs.k_b == cs.v_b && pr.q_t == pr.k_t && pr.k_t == pr.v_t &&
-                      pr.q_t >= 3 * C;
-  auto span = [&](int64_t sb, int64_t st) { return (pr.B - 1) * sb + (cs.T - 1) * st + (packed ? 3 * C : C); };
+  const bool packed = cs.T == cs.S && cs.q_b == cs.k_b && cs.k_b == cs.v_b && pr.q_t == pr.k_t &&
+                      pr.k_t == pr.v_t && pr.q_t >= 3 * C;
+  auto span = [&](int64_t sb, int64_t st, int64_t L) {
+    return (pr.B - 1) * sb + (L - 1) * st + (packed ? 3 * C : C);
+  };
   std::vector<Tensor> grads;
-  for (const auto& [sb, st] : {std::pair{cs.q_b, pr.q_t}, std::pair{cs.k_b, pr.k_t}, std::pair{cs.v_b, pr.v_t}})
-    if (!packed || grads.empty()) grads.push_back(empty_tensor({span(sb, st)}, pr.dtype(), dev));
+  for (const auto& [sb, st, L] : {std::tuple{cs.q_b, pr.q_t, cs.T}, std::tuple{cs.k_b, pr.k_t, cs.S},
+                                  std::tuple{cs.v_b, pr.v_t, cs.S}})
+    if (!packed || grads.empty()) grads.push_back(empty_tensor({span(sb, st, L)}, pr.dtype(), dev));
   auto grad = [&](size_t i) {
     return packed ? static_cast<void*>(static_cast<unsigned char*>(grads[0].raw_data()) +
                                        static_cast<int64_t>(i) * C * static_cast<int64_t>(element_size(pr.dtype())))
@@ -489,10 +511,11 @@ void check_ran(cudnnStatus_t status, const char* which) {
 // else (or when that is declined) the exact one. `may_try`: run the first run
 // of an untried problem (forward); backward only finds what forward took.
 std::shared_ptr<Entry> usable_entry(int device, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                    int64_t heads, double scale, double p, bool may_try, Problem& pr, CallShape& cs) {
+                                    int64_t heads, double scale, double p, bool causal, bool may_try, Problem& pr,
+                                    CallShape& cs) {
   for (bool ragged : {true, false}) {
     if (ragged && !buckets_enabled(device)) continue;
-    if (!describe(q, k, v, mask, heads, p, ragged, pr, cs)) continue;
+    if (!describe(q, k, v, mask, heads, p, causal, ragged, pr, cs)) continue;
     std::shared_ptr<Entry> e = plans_for(device, pr);
     if (e->state == State::Untried && may_try) {
       std::lock_guard<std::mutex> lock(e->first_run);
@@ -519,27 +542,29 @@ int64_t cached_problems() {
   return static_cast<int64_t>(cache().size());
 }
 
-bool supported(int device, DType dtype, int64_t T, int64_t head_size, bool has_mask, double p) {
-  (void)has_mask;
+bool supported(int device, DType dtype, int64_t T, int64_t S, int64_t head_size, bool has_mask, double p,
+               bool causal) {
   if (dtype != DType::Float16 && dtype != DType::BFloat16) return false;
-  if (head_size % 8 != 0 || head_size > 128 || head_size <= 0 || T < 1 || p < 0.0 || p >= 1.0) return false;
+  if (head_size % 8 != 0 || head_size > 128 || head_size <= 0 || T < 1 || S < 1 || p < 0.0 || p >= 1.0) return false;
   if (device_major(device) < 8) return false;
   // The rules of the graph a call would build first (describe() has the last word, and falls back to the exact
   // length when a bucket is refused).
   const int64_t version = cudnn_runtime_version();
-  const bool ragged = buckets_enabled(device);
-  const int64_t Tg = ragged ? bucket_length(T) : T;
-  return graph_rules(version, dtype, Pass::Forward, Tg, Tg, ragged).supported &&
-         graph_rules(version, dtype, Pass::Backward, Tg, Tg, ragged).supported;
+  const CausalRules cr = causal_rules(version, T, S, causal, has_mask, p > 0.0);
+  if (!cr.supported) return false;
+  const bool ragged = buckets_enabled(device), padded = ragged || cr.needs_padding;
+  const int64_t Tg = ragged ? bucket_length(T) : T, Sg = ragged ? bucket_length(S) : S;
+  return graph_rules(version, dtype, Pass::Forward, Tg, Sg, padded).supported &&
+         graph_rules(version, dtype, Pass::Backward, Tg, Sg, padded).supported;
 }
 
 bool forward(int device, const Tensor& out, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
-             const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st) {
+             const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st, bool causal) {
   if (!out.is_contiguous() || !stats.is_contiguous() || !aligned(out) || !aligned(stats)) return false;
   detail::DeviceGuard guard(device);
   Problem pr;
   CallShape cs;
-  std::shared_ptr<Entry> entry = usable_entry(device, q, k, v, mask, heads, scale, p, true, pr, cs);
+  std::shared_ptr<Entry> entry = usable_entry(device, q, k, v, mask, heads, scale, p, causal, true, pr, cs);
   if (!entry) return false;
   const ForwardIO io = {q.raw_data(), k.raw_data(), v.raw_data(), mask.defined() ? mask.raw_data() : nullptr,
                         out.raw_data(), stats.raw_data()};
@@ -549,7 +574,7 @@ bool forward(int device, const Tensor& out, const Tensor& stats, const Tensor& q
 
 void backward(int device, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
               const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& stats, const Tensor& mask,
-              int64_t heads, double scale, double p, PhiloxState st) {
+              int64_t heads, double scale, double p, PhiloxState st, bool causal) {
   KILN_CHECK(out.is_contiguous() && dout.is_contiguous() && stats.is_contiguous() && aligned(dout) && aligned(dq) &&
                  aligned(dk) && aligned(dv),
              "internal: cuDNN attention backward got operands its forward would not take");
@@ -559,7 +584,7 @@ void backward(int device, const Tensor& dq, const Tensor& dk, const Tensor& dv, 
   detail::DeviceGuard guard(device);
   Problem pr;
   CallShape cs;
-  std::shared_ptr<Entry> entry = usable_entry(device, q, k, v, mask, heads, scale, p, false, pr, cs);
+  std::shared_ptr<Entry> entry = usable_entry(device, q, k, v, mask, heads, scale, p, causal, false, pr, cs);
   KILN_CHECK(entry, "internal: cuDNN attention backward for a problem its forward did not run");
   const BackwardIO io = {q.raw_data(),     k.raw_data(),  v.raw_data(),  out.raw_data(),
                          dout.raw_data(),  stats.raw_data(), mask.defined() ? mask.raw_data() : nullptr,

@@ -228,16 +228,21 @@ Ragged ragged_tensors(GraphBuilder& g, const Problem& pr) {
   return {offsets(kRaggedQ), offsets(kRaggedK), offsets(kRaggedV), offsets(kRaggedO)};
 }
 
-// The padding mask's inputs: per-batch lengths (B, 1, 1, 1) int32 and the float lowest; null without one.
+// The masks' inputs: per-batch lengths (B, 1, 1, 1) int32 (null without a
+// padding mask) and the float lowest (null without a padding or causal mask).
 struct Padding {
   DescPtr seq_q, seq_kv, lowest;
   explicit operator bool() const { return seq_q != nullptr; }
 };
 
 Padding padding_tensors(GraphBuilder& g, const Problem& pr, bool padded) {
-  if (!padded) return {};
-  return {g.tensor({pr.B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, kSeqQ, false),
-          g.tensor({pr.B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, kSeqKV, false), g.scalar(kLowest)};
+  Padding p;
+  if (padded) {
+    p.seq_q = g.tensor({pr.B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, kSeqQ, false);
+    p.seq_kv = g.tensor({pr.B, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, kSeqKV, false);
+  }
+  if (padded || pr.causal != CausalMask::None) p.lowest = g.scalar(kLowest);
+  return p;
 }
 
 // The padding mask on scores s (S dims): row < seq_len_q and column < seq_len_kv keep their score, the rest
@@ -256,6 +261,32 @@ DescPtr padding_select(GraphBuilder& g, const Dims& S, const DescPtr& s, const P
   return y;
 }
 
+// The causal mask on scores s (Note [cuDNN causal masks]): row [+ seq_len_kv - seq_len_q] >= column keeps its
+// score, the rest becomes the float lowest.
+DescPtr causal_select(GraphBuilder& g, const Dims& S, const DescPtr& s, const Padding& pad, CausalMask causal) {
+  DescPtr row = g.virt(S, CUDNN_DATA_INT32), col = g.virt(S, CUDNN_DATA_INT32);
+  g.pointwise_op(CUDNN_POINTWISE_GEN_INDEX, row, s, nullptr, nullptr, CUDNN_DATA_INT32, 2);
+  g.pointwise_op(CUDNN_POINTWISE_GEN_INDEX, col, s, nullptr, nullptr, CUDNN_DATA_INT32, 3);
+  if (causal == CausalMask::BottomRight) {  // the diagonal through (seq_len_q - 1, seq_len_kv - 1)
+    DescPtr shifted = g.virt(S, CUDNN_DATA_INT32), aligned = g.virt(S, CUDNN_DATA_INT32);
+    g.pointwise_op(CUDNN_POINTWISE_ADD, shifted, row, pad.seq_kv, nullptr, CUDNN_DATA_INT32, 3);
+    g.pointwise_op(CUDNN_POINTWISE_SUB, aligned, shifted, pad.seq_q, nullptr, CUDNN_DATA_INT32, 3);
+    row = aligned;
+  }
+  DescPtr keep = g.virt(S, CUDNN_DATA_BOOLEAN);
+  g.pointwise_op(CUDNN_POINTWISE_CMP_GE, keep, row, col, nullptr, CUDNN_DATA_BOOLEAN);
+  DescPtr y = g.virt(S);
+  g.pointwise_op(CUDNN_POINTWISE_BINARY_SELECT, y, s, pad.lowest, keep, CUDNN_DATA_FLOAT);  // keep ? s : lowest
+  return y;
+}
+
+// The scores' masks, in the frontend's order: padding, then causal.
+DescPtr masked(GraphBuilder& g, const Problem& pr, const Dims& S, DescPtr s, const Padding& pad) {
+  if (pad) s = padding_select(g, S, s, pad);
+  if (pr.causal != CausalMask::None) s = causal_select(g, S, s, pad, pr.causal);
+  return s;
+}
+
 }  // namespace
 
 std::unique_ptr<Plan> build_forward(cudnnHandle_t h, const Problem& pr) {
@@ -263,10 +294,10 @@ std::unique_ptr<Plan> build_forward(cudnnHandle_t h, const Problem& pr) {
   const Dims S = pr.scores();
   const Ragged rg = ragged_tensors(g, pr);
   const Padding pad = padding_tensors(g, pr, pr.fwd_padding);
-  DescPtr q = g.tensor(pr.qkv_dims(), pr.bhsd(pr.q_b, pr.q_t), g.io(), kQ, false, false, rg.q);
-  DescPtr kt = g.tensor(pr.t_dims(), pr.bhds(pr.k_b, pr.k_t), g.io(), kK, false, false, rg.k);
-  DescPtr v = g.tensor(pr.qkv_dims(), pr.bhsd(pr.v_b, pr.v_t), g.io(), kV, false, false, rg.v);
-  DescPtr o = g.tensor(pr.qkv_dims(), pr.out_strides(), g.io(), kO, false, false, rg.o);
+  DescPtr q = g.tensor(pr.q_dims(), pr.bhsd(pr.q_b, pr.q_t), g.io(), kQ, false, false, rg.q);
+  DescPtr kt = g.tensor(pr.kv_t_dims(), pr.bhds(pr.k_b, pr.k_t), g.io(), kK, false, false, rg.k);
+  DescPtr v = g.tensor(pr.kv_dims(), pr.bhsd(pr.v_b, pr.v_t), g.io(), kV, false, false, rg.v);
+  DescPtr o = g.tensor(pr.q_dims(), pr.out_strides(), g.io(), kO, false, false, rg.o);
   DescPtr stats = g.tensor(pr.stats_dims(), packed_strides(pr.stats_dims()), CUDNN_DATA_FLOAT, kStats, false);
   DescPtr scale = g.scalar(kScale);
 
@@ -274,10 +305,10 @@ std::unique_ptr<Plan> build_forward(cudnnHandle_t h, const Problem& pr) {
   g.matmul(s, q, kt, {pad.seq_q, pad.seq_kv, nullptr});         // Q @ K^T
   s = g.pointwise(CUDNN_POINTWISE_MUL, S, s, scale);             // * scale
   if (pr.mask) {
-    DescPtr bias = g.tensor({pr.B, 1, pr.T, pr.T}, pr.bias_strides(), g.io(), kBias, false);
+    DescPtr bias = g.tensor(pr.bias_dims(), pr.bias_strides(), g.io(), kBias, false);
     s = g.pointwise(CUDNN_POINTWISE_ADD, S, s, bias);            // + bias
   }
-  if (pad) s = padding_select(g, S, s, pad);                     // padded rows and keys: lowest
+  s = masked(g, pr, S, s, pad);                                  // padded rows and keys, causal: lowest
   DescPtr m = g.reduce(CUDNN_REDUCE_TENSOR_MAX, S, s);           // softmax with its statistics
   DescPtr e = g.pointwise(CUDNN_POINTWISE_EXP, S, g.pointwise(CUDNN_POINTWISE_SUB, S, s, m));
   DescPtr z = g.reduce(CUDNN_REDUCE_TENSOR_ADD, S, e);
@@ -301,19 +332,19 @@ std::unique_ptr<Plan> build_forward(cudnnHandle_t h, const Problem& pr) {
 
 std::unique_ptr<Plan> build_backward(cudnnHandle_t h, const Problem& pr) {
   GraphBuilder g(pr.io);
-  const Dims S = pr.scores(), D = pr.qkv_dims(), R = pr.stats_dims();
+  const Dims S = pr.scores(), D = pr.q_dims(), DK = pr.kv_dims(), R = pr.stats_dims();
   const Ragged rg = ragged_tensors(g, pr);
   const Padding pad = padding_tensors(g, pr, pr.bwd_padding);
   // dq/dk/dv share q/k/v's layouts (ops/fused.cpp allocates them so); dO shares O's.
   DescPtr q = g.tensor(D, pr.bhsd(pr.q_b, pr.q_t), g.io(), kQ, false, false, rg.q);
-  DescPtr kt = g.tensor(pr.t_dims(), pr.bhds(pr.k_b, pr.k_t), g.io(), kK, false, false, rg.k);
-  DescPtr vt = g.tensor(pr.t_dims(), pr.bhds(pr.v_b, pr.v_t), g.io(), kV, false, false, rg.v);
+  DescPtr kt = g.tensor(pr.kv_t_dims(), pr.bhds(pr.k_b, pr.k_t), g.io(), kK, false, false, rg.k);
+  DescPtr vt = g.tensor(pr.kv_t_dims(), pr.bhds(pr.v_b, pr.v_t), g.io(), kV, false, false, rg.v);
   DescPtr o = g.tensor(D, pr.out_strides(), g.io(), kO, false, false, rg.o);
   DescPtr dout = g.tensor(D, pr.out_strides(), g.io(), kDO, false, false, rg.o);
   DescPtr stats = g.tensor(R, packed_strides(R), CUDNN_DATA_FLOAT, kStats, false);
   DescPtr dq = g.tensor(D, pr.bhsd(pr.q_b, pr.q_t), g.io(), kDQ, false, false, rg.q);
-  DescPtr dk = g.tensor(D, pr.bhsd(pr.k_b, pr.k_t), g.io(), kDK, false, false, rg.k);
-  DescPtr dv = g.tensor(D, pr.bhsd(pr.v_b, pr.v_t), g.io(), kDV, false, false, rg.v);
+  DescPtr dk = g.tensor(DK, pr.bhsd(pr.k_b, pr.k_t), g.io(), kDK, false, false, rg.k);
+  DescPtr dv = g.tensor(DK, pr.bhsd(pr.v_b, pr.v_t), g.io(), kDV, false, false, rg.v);
   DescPtr scale = g.scalar(kScale);
   DescPtr keep, drop_scale;
   if (pr.dropout()) {
@@ -337,10 +368,10 @@ std::unique_ptr<Plan> build_backward(cudnnHandle_t h, const Problem& pr) {
   g.matmul(s, q, kt, rows_by_keys);
   s = g.pointwise(CUDNN_POINTWISE_MUL, S, s, scale);
   if (pr.mask) {
-    DescPtr bias = g.tensor({pr.B, 1, pr.T, pr.T}, pr.bias_strides(), g.io(), kBias, false);
+    DescPtr bias = g.tensor(pr.bias_dims(), pr.bias_strides(), g.io(), kBias, false);
     s = g.pointwise(CUDNN_POINTWISE_ADD, S, s, bias);
   }
-  if (pad) s = padding_select(g, S, s, pad);
+  s = masked(g, pr, S, s, pad);
   DescPtr centred = g.pointwise(CUDNN_POINTWISE_SUB, S, s, stats);
   if (pr.bwd_repad) centred = padding_select(g, S, centred, pad);  // Note [cuDNN version rules]
   DescPtr e = g.pointwise(CUDNN_POINTWISE_EXP, S, centred);
@@ -348,8 +379,7 @@ std::unique_ptr<Plan> build_backward(cudnnHandle_t h, const Problem& pr) {
   // dV = P_dropped^T @ dO
   DescPtr pd = e;
   if (pr.dropout()) pd = g.pointwise(CUDNN_POINTWISE_MUL, S, g.pointwise(CUDNN_POINTWISE_MUL, S, e, keep), drop_scale);
-  const Dims transposed = {pr.T * pr.T * pr.NH, pr.T * pr.T, 1, pr.T};  // (B, NH, T_kv, T_q) view of (.., T_q, T_kv)
-  DescPtr pt = g.virt(S, transposed, g.io());
+  DescPtr pt = g.virt(pr.scores_t(), pr.scores_t_strides(), g.io());  // (B, NH, S, T) view of (.., T, S)
   g.reshape(pt, pd);
   g.matmul(dv, pt, dout, keys_over_rows);
 
@@ -362,12 +392,12 @@ std::unique_ptr<Plan> build_backward(cudnnHandle_t h, const Problem& pr) {
   ds = g.pointwise(CUDNN_POINTWISE_MUL, S, ds, scale);
 
   // dK = dS^T @ Q
-  DescPtr dst = g.virt(S, transposed, g.io());
+  DescPtr dst = g.virt(pr.scores_t(), pr.scores_t_strides(), g.io());
   g.reshape(dst, ds);
   g.matmul(dk, dst, q, keys_over_rows);
 
   // dQ = dS @ K, accumulated in a float32 workspace tensor, then cast.
-  DescPtr k = g.virt(D, pr.bhsd(pr.k_b, pr.k_t), g.io(), rg.k);
+  DescPtr k = g.virt(DK, pr.bhsd(pr.k_b, pr.k_t), g.io(), rg.k);
   g.reshape(k, kt);
   DescPtr dq_accum = g.tensor(D, packed_strides(D), CUDNN_DATA_FLOAT, kDQAccum, false);
   g.matmul(dq_accum, ds, k, rows_over_keys);

@@ -73,32 +73,37 @@ enum Uid : int64_t {
 // The problem one pair of plans is built for.
 struct Problem {
   cudnnDataType_t io = CUDNN_DATA_HALF;
-  int64_t B = 0, NH = 0, T = 0, HS = 0;  // T: the graph's length (a bucket when ragged)
-  // Batch and row strides (elements). Ragged: the batch strides are T * row
-  // stride, nominal (each call's offsets place the batches).
+  int64_t B = 0, NH = 0, T = 0, S = 0, HS = 0;  // T queries, S keys: the graph's lengths (buckets when ragged)
+  // Batch and row strides (elements). Ragged: the batch strides are T (or S)
+  // times the row stride, nominal (each call's offsets place the batches).
   int64_t q_b = 0, q_t = 0, k_b = 0, k_t = 0, v_b = 0, v_t = 0;
   bool mask = false;
+  CausalMask causal = CausalMask::None;                         // Note [cuDNN causal masks]
   bool ragged = false;                                          // Note [cuDNN attention buckets]
   bool fwd_padding = false, bwd_padding = false, bwd_repad = false;  // Note [cuDNN version rules]
   int64_t offset_bytes = 4;                                     // of one ragged offset
   double p = 0.0;
   auto tie() const {
-    return std::tie(io, B, NH, T, HS, q_b, q_t, k_b, k_t, v_b, v_t, mask, ragged, fwd_padding, bwd_padding,
-                    bwd_repad, offset_bytes, p);
+    return std::tie(io, B, NH, T, S, HS, q_b, q_t, k_b, k_t, v_b, v_t, mask, causal, ragged, fwd_padding,
+                    bwd_padding, bwd_repad, offset_bytes, p);
   }
   bool operator<(const Problem& o) const { return tie() < o.tie(); }
   bool dropout() const { return p > 0.0; }
   DType dtype() const { return io == CUDNN_DATA_HALF ? DType::Float16 : DType::BFloat16; }
 
-  // (B, NH, T, HS) views of (B, T, C) memory with the given batch and row strides.
+  // (B, NH, L, HS) views of (B, L, C) memory with the given batch and row strides.
   Dims bhsd(int64_t sb, int64_t st) const { return {sb, HS, st, 1}; }
-  Dims bhds(int64_t sb, int64_t st) const { return {sb, HS, 1, st}; }  // the transpose (B, NH, HS, T)
-  Dims qkv_dims() const { return {B, NH, T, HS}; }
-  Dims t_dims() const { return {B, NH, HS, T}; }
-  Dims scores() const { return {B, NH, T, T}; }
+  Dims bhds(int64_t sb, int64_t st) const { return {sb, HS, 1, st}; }  // the transpose (B, NH, HS, L)
+  Dims q_dims() const { return {B, NH, T, HS}; }    // q, o and their gradients
+  Dims kv_dims() const { return {B, NH, S, HS}; }   // k, v and theirs
+  Dims kv_t_dims() const { return {B, NH, HS, S}; }  // K^T, V^T
+  Dims scores() const { return {B, NH, T, S}; }
+  Dims scores_t() const { return {B, NH, S, T}; }
+  Dims scores_t_strides() const { return {NH * T * S, T * S, 1, S}; }  // (.., S, T) view of (.., T, S)
   Dims out_strides() const { return bhsd(T * NH * HS, NH * HS); }
   Dims stats_dims() const { return {B, NH, T, 1}; }
-  Dims bias_strides() const { return {T, T, 0, 1}; }  // (B, 1, T, T), stride 0 over queries
+  Dims bias_dims() const { return {B, 1, T, S}; }
+  Dims bias_strides() const { return {S, S, 0, 1}; }  // (B, 1, T, S), stride 0 over queries
 };
 
 // The forward and backward graphs of a problem (Note [cuDNN attention]),

@@ -85,6 +85,64 @@ inline GraphRules graph_rules(int64_t version, DType dtype, Pass pass, int64_t s
   return r;
 }
 
+// Note [cuDNN causal masks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// kiln's causal attention is aligned bottom-right (query t attends keys
+// s <= t + S - T, ops/fused.h). The graphs build the mask as the cuDNN
+// frontend lowers its diagonal band with right bound 0 for cuDNN 9.x (before
+// 9.21's single diagonal-band operation): the row and column indices of the
+// scores (GEN_INDEX), row' = row [+ seq_len_kv - seq_len_q], keep = row' >=
+// column, then BINARY_SELECT(keep, score, lowest), after the bias and the
+// padding mask. Which form a problem gets:
+//  - T == 1: the one query attends every key; no mask at all (a decode step
+//    of a KV cache is plain attention, with bias and dropout as ever);
+//  - T == S: the top-left form (row >= column), which the frontend allows
+//    with a bias, dropout and padding; in a bucket (Note [cuDNN attention
+//    buckets]) padded rows and keys are masked by the padding mask anyway;
+//  - S > T: the bottom-right form, its shift taken from the per-batch
+//    lengths, so the graph always has a padding mask (lengths T and S: it
+//    masks nothing beyond the bucket). The frontend refuses bottom-right with
+//    a bias or dropout, and below cuDNN 9.6.0 for lengths not multiples of
+//    64; kiln refuses it below 9.6.0 altogether (and with a bias or dropout);
+//  - S < T: an error before this point (ops/fused.cpp).
+// Refused problems run the other paths (the composite on the device).
+enum class CausalMask { None, TopLeft, BottomRight };
+
+struct CausalRules {
+  bool supported = true;
+  CausalMask mask = CausalMask::None;
+  bool needs_padding = false;  // the bottom-right shift reads the per-batch lengths
+  const char* why = "";
+};
+
+// T, S: the call's lengths (not a bucket's); has_bias: a key bias; dropout: p > 0.
+inline CausalRules causal_rules(int64_t version, int64_t T, int64_t S, bool causal, bool has_bias, bool dropout) {
+  CausalRules r;
+  if (!causal || T == 1) return r;
+  if (S < T) {
+    r.supported = false;
+    r.why = "causal attention needs S >= T";
+    return r;
+  }
+  if (S == T) {
+    r.mask = CausalMask::TopLeft;
+    return r;
+  }
+  if (has_bias || dropout) {
+    r.supported = false;
+    r.why = "cuDNN's bottom-right causal mask (S > T) takes no bias or dropout";
+    return r;
+  }
+  if (version < cudnn_version_number(9, 6, 0)) {
+    r.supported = false;
+    r.why = "kiln uses cuDNN's bottom-right causal mask (S > T) from cuDNN 9.6.0";
+    return r;
+  }
+  r.mask = CausalMask::BottomRight;
+  r.needs_padding = true;
+  return r;
+}
+
 // Whether ragged offsets (and so one plan per length bucket) are available.
 inline bool ragged_supported(int64_t version, int sm_major) {
   return sm_major >= 9 || version >= cudnn_version_number(9, 18, 1);
@@ -101,19 +159,19 @@ inline int64_t ragged_offset_bytes(int64_t version, int64_t max_offset) {
 // A cuDNN plan is compiled for fixed dims and strides, and kiln's (B, T, C)
 // operands have batch stride T * C, so a plan per exact T would mean a plan
 // (seconds of kernel compilation, and cached memory) per length dynamic
-// padding produces. Instead a plan is built for a bucket Tb >= T and serves
-// every T in it:
+// padding produces. Instead a plan is built for a bucket Tb >= T (and Sb >= S
+// for keys of their own length S, bucketed alike) and serves every T in it:
 //  - q, k, v, o and their gradients are ragged tensors: their batch starts
 //    come from per-call offset arrays (b * batch stride), so Tb never shows in
 //    their memory and nothing is copied or padded;
-//  - a padding mask with per-batch lengths seq_len_q = seq_len_kv = T gives
+//  - a padding mask with per-batch lengths seq_len_q = T, seq_len_kv = S gives
 //    every score of a query row >= T or a key column >= T the float lowest,
 //    and the matmuls' M/N/K overrides stop at T: padded keys get no weight,
 //    padded query rows are neither computed, written, nor (in backward) give
 //    gradient;
-//  - the few tensors kiln lays out by T (the (B, T) key bias and the
-//    (B, NH, T) statistics) are copied to and from (.., Tb) scratch when
-//    Tb != T (a few KB; the padding columns are zero).
+//  - the few tensors kiln lays out by length (the (B, S) key bias and the
+//    (B, NH, T) statistics) are copied to and from (.., Sb) and (.., Tb)
+//    scratch when the bucket differs (a few KB; the padding columns are zero).
 // Devices without ragged tensors (ragged_supported()) keep a plan per exact
 // length, as does a bucket cuDNN declines (Note [Declined at first run]).
 // Buckets: the next power of two, at least 64, up to 1024; above, the next
@@ -137,16 +195,16 @@ inline int64_t bucket_length(int64_t T) {
 // Note [cuDNN call arguments]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The small device tensors one call hands cuDNN -- the dropout seed and
-// offset (int64 scalars), the per-batch sequence lengths (B int32) and the
-// ragged offsets of q, k, v and o (B + 1 entries each) -- live in one
-// allocation, each in its own slot starting at a multiple of 16 bytes: every
+// offset (int64 scalars), the per-batch sequence lengths of the queries and
+// of the keys (B int32 each) and the ragged offsets of q, k, v and o (B + 1
+// entries each) -- live in one allocation, each in its own slot starting at a multiple of 16 bytes: every
 // tensor is declared 16-byte aligned (cuDNN checks the pointers at execute),
 // and kiln's caching allocator hands out 512-byte-aligned blocks. (The seed
 // and offset once shared one int64[2], leaving the offset 8-byte aligned.)
 // Unused slots are -1.
 struct ArgsLayout {
   int64_t seed = -1, offset = -1;               // int64 each
-  int64_t seq_len = -1;                         // int32[B], shared by seq_len_q and seq_len_kv
+  int64_t seq_len_q = -1, seq_len_kv = -1;      // int32[B] each
   std::array<int64_t, 4> ragged{-1, -1, -1, -1};  // q, k, v, o: (B + 1) offsets of ragged_bytes each
   int64_t bytes = 0;                            // the allocation, a multiple of 16
 };
@@ -165,7 +223,10 @@ inline ArgsLayout args_layout(int64_t B, bool dropout, bool seq_lens, bool ragge
     l.seed = slot(8);
     l.offset = slot(8);
   }
-  if (seq_lens) l.seq_len = slot(B * 4);
+  if (seq_lens) {
+    l.seq_len_q = slot(B * 4);
+    l.seq_len_kv = slot(B * 4);
+  }
   if (ragged)
     for (int64_t& r : l.ragged) r = slot((B + 1) * ragged_bytes);
   l.bytes = at;

@@ -163,17 +163,18 @@ class CudaBackend final : public Backend {
     kernels::randint(o, lo, hi, st);
   }
   // Note [cuDNN attention] (cuda/attention_cudnn.cpp).
-  bool sdpa_supported(DType dt, int64_t T, int64_t hs, bool mask, double p) const override {
-    return sdpa::supported(device_, dt, T, hs, mask, p);
+  using Backend::sdpa_supported;
+  bool sdpa_supported(DType dt, int64_t T, int64_t S, int64_t hs, bool mask, double p, bool causal) const override {
+    return sdpa::supported(device_, dt, T, S, hs, mask, p, causal);
   }
   bool sdpa_forward(const Tensor& o, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
-                    const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st) override {
-    return sdpa::forward(device_, o, stats, q, k, v, mask, heads, scale, p, st);
+                    const Tensor& mask, int64_t heads, double scale, double p, PhiloxState st, bool causal) override {
+    return sdpa::forward(device_, o, stats, q, k, v, mask, heads, scale, p, st, causal);
   }
   void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
                      const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& stats, const Tensor& mask,
-                     int64_t heads, double scale, double p, PhiloxState st) override {
-    sdpa::backward(device_, dq, dk, dv, dout, q, k, v, o, stats, mask, heads, scale, p, st);
+                     int64_t heads, double scale, double p, PhiloxState st, bool causal) override {
+    sdpa::backward(device_, dq, dk, dv, dout, q, k, v, o, stats, mask, heads, scale, p, st, causal);
   }
   // Note [cuBLASLt epilogues] (cuda/gemm_lt.cpp): the bias inside the GEMM,
   // and for the tanh GELU the activation too; the composition where cuBLASLt

@@ -11,7 +11,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/json_util.h"
@@ -147,13 +149,29 @@ struct Shard {
   uint64_t first_token = 0, first_sentence = 0, first_document = 0;
 };
 
+// Integer fields must be JSON integers in T's range: nlohmann's get<T>()
+// would convert a float (1e30, -9.2e19) with a cast that is undefined
+// behaviour out of range, and wrap an out-of-range integer.
 template <typename T>
 T json_get(const nlohmann::json& j, const char* key, const std::string& file) {
   KILN_CHECK(j.is_object() && j.contains(key), "TokenCorpus: '", file, "' lacks the field \"", key, "\"");
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    fail("TokenCorpus: '", file, "': field \"", key, "\" has the wrong type (", e.what(), ")");
+  const nlohmann::json& v = j.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    KILN_CHECK(v.is_number_integer(), "TokenCorpus: '", file, "': field \"", key, "\" must be an integer, got ",
+               v.is_number() ? v.dump() : std::string(v.type_name()));
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                          : v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                (std::is_unsigned_v<T> ||
+                                 v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max()));
+    KILN_CHECK(fits, "TokenCorpus: '", file, "': field \"", key, "\" = ", v.dump(), " is out of range");
+    return v.get<T>();
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const nlohmann::json::exception& e) {
+      fail("TokenCorpus: '", file, "': field \"", key, "\" has the wrong type (", e.what(), ")");
+    }
   }
 }
 

@@ -1,31 +1,42 @@
 // Fused ops for the transformer training step: multi_head_attention (q, k, v
-// apart or packed in one (B, T, 3C) projection), linear_fused, linear_gelu and
-// dropout_add.
+// apart or packed in one (B, T, 3C) projection; causal or not; k, v of their
+// own length S), linear_fused, linear_gelu and dropout_add.
 //
 // Note [Fused attention]: attention composed from primitives makes a dozen
-// passes over the (B, heads, T, T) scores (scale, mask, softmax, the dropout
+// passes over the (B, heads, T, S) scores (scale, mask, softmax, the dropout
 // mask, its scaling and product; the same again backward) and copies q, k, v
 // into per-head contiguous layouts before each batched GEMM (and the context
 // back out of them). The fused op runs, per (batch, head) pair, two GEMMs that
 // read the heads in place, one pass for scale + mask + softmax and one for
 // dropout; backward recomputes nothing but the dropped probabilities. It
-// saves the softmax probabilities (B, heads, T, T) and the bool keep mask.
+// saves the softmax probabilities (B, heads, T, S) and the bool keep mask.
 // The dropout mask is drawn by the bernoulli op with the generator call the
 // composite's dropout would make, and every element goes through the
 // composite's arithmetic in its order, so the two agree to rounding of the
-// GEMMs. Devices without the kernel (Backend::has_fused_attention) and
+// GEMMs. The mask is either a key bias (B|1, 1, 1, S) or a full additive
+// mask (B|1, 1|heads, T, S); the kernel reads it through a broadcast view,
+// never a copy expanded to (B, heads, T, S).
+// Causal attention is bottom-right aligned (query t attends keys
+// s <= t + S - T; see ops/fused.h): the composite is the scores plus the
+// mask, masked_fill(-inf) above that diagonal, softmax. The CPU kernel
+// computes only the blocks below the diagonal, forward and backward (Note
+// [Causal attention blocks], core/cpu/attention.cpp): about half the work at
+// S = T. Devices without the kernel (Backend::has_fused_attention) and
 // autocast scopes (Note [Autocast policy] casts the attention GEMMs) run the
 // composite itself: batched GEMMs around scaled_masked_softmax, which is one
-// fused scale + mask + softmax kernel on CUDA. float16/bfloat16 attention on a device with a vendor
-// kernel (Backend::sdpa_supported; cuDNN on CUDA, Note [cuDNN attention])
-// runs there instead, before either path: it saves q, k, v, the output and
-// the (B, heads, T) float32 logsumexp, not the probabilities, and its dropout
+// fused scale + mask + softmax kernel on CUDA (causal: mul, add, masked_fill,
+// softmax). float16/bfloat16 attention on a device with a vendor kernel
+// (Backend::sdpa_supported; cuDNN on CUDA, Note [cuDNN attention]) runs there
+// instead, before either path, when it takes the problem (a key bias or none,
+// causal or not; full masks never): it saves q, k, v, the output and the
+// (B, heads, T) float32 logsumexp, not the probabilities, and its dropout
 // mask is the device's own Philox draw at one generator call, which backward
 // redraws from the same state (so it matches the composite in distribution,
 // not element by element).
 #include "ops/fused.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/random.h"
 #include "ops/autocast.h"
@@ -36,38 +47,68 @@ using namespace detail;
 
 namespace {
 
+// (T, S) bool: true above the bottom-right aligned diagonal, s > t + S - T.
+Tensor causal_excluded(int64_t T, int64_t S, Device dev) {
+  NoGradGuard ng;
+  const TensorOptions o(DType::Int64, dev);
+  Tensor diff = sub(reshape(arange(0.0, static_cast<double>(S), 1.0, o), {1, S}),
+                    reshape(arange(0.0, static_cast<double>(T), 1.0, o), {T, 1}));  // s - t
+  return gt(diff, static_cast<double>(S - T));
+}
+
+// The oracle: q (B, T, C), k, v (B, S, C) -> (B, T, C), composed from public ops.
 Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const Tensor& mask_bias,
-                           double p, bool training, Generator* gen) {
-  const int64_t B = q.size(0), T = q.size(1), C = q.size(2);
-  auto split = [&](const Tensor& x) { return reshape(x, {B, T, heads, C / heads}).transpose(1, 2); };
-  Tensor scores = matmul(split(q), split(k).transpose(-1, -2));  // (B, NH, T, T)
-  Tensor probs = dropout(scaled_masked_softmax(scores, 1.0 / std::sqrt(static_cast<double>(C / heads)), mask_bias), p,
-                         training, gen);
-  return matmul(probs, split(v)).transpose(1, 2).reshape({B, T, C});
+                           double p, bool training, Generator* gen, bool causal) {
+  const int64_t B = q.size(0), T = q.size(1), S = k.size(1), C = q.size(2);
+  auto split = [&](const Tensor& x, int64_t L) { return reshape(x, {B, L, heads, C / heads}).transpose(1, 2); };
+  Tensor scores = matmul(split(q, T), split(k, S).transpose(-1, -2));  // (B, NH, T, S)
+  const double scale = 1.0 / std::sqrt(static_cast<double>(C / heads));
+  Tensor probs;
+  if (causal) {
+    Tensor s = mul(scores, scale);
+    if (mask_bias.defined()) s = add(s, mask_bias);
+    s = masked_fill(s, causal_excluded(T, S, q.device()), -std::numeric_limits<double>::infinity());
+    probs = softmax(s, -1);
+  } else {
+    probs = scaled_masked_softmax(scores, scale, mask_bias);
+  }
+  return matmul(dropout(probs, p, training, gen), split(v, S)).transpose(1, 2).reshape({B, T, C});
 }
 
 // q/k/v as the kernel takes them: unit stride in the last dim.
 Tensor kernel_operand(const Tensor& x) { return x.stride(2) == 1 ? x : raw_contiguous(x); }
 
-void check_attention_args(const Tensor& q, int64_t heads, const Tensor& mask_bias, double p) {
+// A key bias (B|1, 1, 1, S), as opposed to a full mask (B|1, 1|heads, T, S).
+bool is_key_bias(const Tensor& mask_bias) {
+  return mask_bias.defined() && mask_bias.dim() == 4 && mask_bias.size(1) == 1 && mask_bias.size(2) == 1;
+}
+
+// q (B, T, C); S: the keys' length.
+void check_attention_args(const Tensor& q, int64_t S, int64_t heads, const Tensor& mask_bias, double p, bool causal) {
   const int64_t B = q.size(0), T = q.size(1), C = q.size(2);
   KILN_CHECK(heads >= 1 && C % heads == 0, "multi_head_attention: hidden size ", C, " is not divisible into ", heads,
              " heads");
   KILN_CHECK(p >= 0.0 && p <= 1.0, "multi_head_attention: dropout probability must be in [0, 1], got ", p);
+  KILN_CHECK(!causal || S >= T, "multi_head_attention: causal attention needs at least as many keys as queries "
+             "(query t attends keys s <= t + S - T), got ", T, " queries and ", S, " keys");
   if (mask_bias.defined()) {
-    KILN_CHECK(mask_bias.dim() == 4 && (mask_bias.size(0) == B || mask_bias.size(0) == 1) && mask_bias.size(1) == 1 &&
-                   mask_bias.size(2) == 1 && mask_bias.size(3) == T,
-               "multi_head_attention: mask_bias must be (", B, ", 1, 1, ", T, ") or (1, 1, 1, ", T, "), got ",
-               shape_str(mask_bias.sizes()));
+    const bool batch_ok = mask_bias.dim() == 4 && (mask_bias.size(0) == B || mask_bias.size(0) == 1) &&
+                          mask_bias.size(3) == S;
+    const bool key_bias = batch_ok && mask_bias.size(1) == 1 && mask_bias.size(2) == 1;
+    const bool full = batch_ok && (mask_bias.size(1) == 1 || mask_bias.size(1) == heads) && mask_bias.size(2) == T;
+    KILN_CHECK(key_bias || full, "multi_head_attention: mask_bias must be a key bias (", B, ", 1, 1, ", S,
+               ") or (1, 1, 1, ", S, "), or a full mask (", B, " or 1, 1 or ", heads, ", ", T, ", ", S,
+               ") for ", T, " queries and ", S, " keys, got ", shape_str(mask_bias.sizes()));
     KILN_CHECK(!(grad_enabled() && mask_bias.requires_grad()),
                "multi_head_attention: mask_bias gets no gradient; pass it detached");
     check_same_device(q, mask_bias, "multi_head_attention");
   }
 }
 
-bool use_fused(const Tensor& q, double p, bool training) {
+bool use_fused(const Tensor& q, const Tensor& k, double p, bool training) {
   return backend(q.device()).has_fused_attention() && !autocast::is_active() &&
-         (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) && q.numel() > 0 && !(training && p == 1.0);
+         (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) && q.numel() > 0 && k.numel() > 0 &&
+         !(training && p == 1.0);
 }
 
 // Columns [j*C, (j+1)*C) of qkv (B, T, 3C), as a view without history.
@@ -79,23 +120,22 @@ Tensor column_block(const Tensor& qkv, int64_t j, int64_t C) {
 // The fused path. `inputs` are what the node records: {q, k, v} or {qkv}
 // (packed, when q/k/v are its column blocks); the gradients match.
 Tensor attention_fused(const TensorList& inputs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-                       const Tensor& mask_bias, double p, bool training, Generator* gen) {
-  const int64_t B = q.size(0), T = q.size(1), C = q.size(2);
+                       const Tensor& mask_bias, double p, bool training, Generator* gen, bool causal) {
+  const int64_t B = q.size(0), T = q.size(1), S = k.size(1), C = q.size(2);
   const bool packed = inputs.size() == 1;
   const int64_t hs = C / heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   const bool drop = training && p > 0.0;
   // The keep mask: the same bernoulli call dropout() makes (Note [Fused attention]).
-  Tensor keep = drop ? bernoulli({B, heads, T, T}, 1.0 - p, TensorOptions(DType::Bool, q.device()), gen) : Tensor();
+  Tensor keep = drop ? bernoulli({B, heads, T, S}, 1.0 - p, TensorOptions(DType::Bool, q.device()), gen) : Tensor();
   const double keep_scale = drop ? 1.0 / (1.0 - p) : 1.0;
-  Tensor mask;
-  if (mask_bias.defined()) {
-    Tensor m = raw_view(raw_contiguous(raw_cast(mask_bias.detach(), q.dtype())), {mask_bias.size(0), T});
-    mask = raw_contiguous(raw_expand(m, {B, T}));
-  }
-  Tensor probs = empty_tensor({B, heads, T, T}, q.dtype(), q.device());
+  // The mask as a (B, heads, T, S) view of its own (small) contiguous copy in q's dtype.
+  const Tensor mask = mask_bias.defined()
+                          ? raw_expand(raw_contiguous(raw_cast(mask_bias.detach(), q.dtype())), {B, heads, T, S})
+                          : Tensor();
+  Tensor probs = empty_tensor({B, heads, T, S}, q.dtype(), q.device());
   Tensor out = empty_tensor({B, T, C}, q.dtype(), q.device());
-  backend(q.device()).attention(out, probs, q, k, v, mask, keep, heads, scale, keep_scale);
+  backend(q.device()).attention(out, probs, q, k, v, mask, keep, heads, scale, keep_scale, causal);
   if (should_record(inputs)) {
     const char* name = packed ? "multi_head_attention_qkv" : "multi_head_attention";
     SavedTensor sq(q, name), sk(k, name), sv(v, name);
@@ -106,13 +146,13 @@ Tensor attention_fused(const TensorList& inputs, const Tensor& q, const Tensor& 
       if (packed) {
         Tensor dqkv = empty_tensor({B, T, 3 * C}, qv.dtype(), qv.device());
         be.attention_backward(column_block(dqkv, 0, C), column_block(dqkv, 1, C), column_block(dqkv, 2, C), dctx, qv,
-                              kv, vv, probs, keep, heads, scale, keep_scale);
+                              kv, vv, probs, keep, heads, scale, keep_scale, causal);
         return TensorList{dqkv};
       }
       Tensor dq = empty_tensor({B, T, C}, qv.dtype(), qv.device());
-      Tensor dk = empty_tensor({B, T, C}, qv.dtype(), qv.device());
-      Tensor dv = empty_tensor({B, T, C}, qv.dtype(), qv.device());
-      be.attention_backward(dq, dk, dv, dctx, qv, kv, vv, probs, keep, heads, scale, keep_scale);
+      Tensor dk = empty_tensor({B, S, C}, qv.dtype(), qv.device());
+      Tensor dv = empty_tensor({B, S, C}, qv.dtype(), qv.device());
+      be.attention_backward(dq, dk, dv, dctx, qv, kv, vv, probs, keep, heads, scale, keep_scale, causal);
       return TensorList{dq, dk, dv};
     });
   }
@@ -121,42 +161,45 @@ Tensor attention_fused(const TensorList& inputs, const Tensor& q, const Tensor& 
 
 // ---- the vendor kernel (Note [cuDNN attention], cuda/attention_cudnn.cpp) ----
 
-// q (B, T, C) or a column block of the packed projection.
-bool use_sdpa(const Tensor& q, int64_t heads, const Tensor& mask_bias, double p, bool training) {
+// q (B, T, C) or a column block of the packed projection; S: the keys' length.
+bool use_sdpa(const Tensor& q, int64_t S, int64_t heads, const Tensor& mask_bias, double p, bool training,
+              bool causal) {
   const int64_t C = q.size(2);
-  if (q.numel() == 0 || (q.dtype() != DType::Float16 && q.dtype() != DType::BFloat16) || heads < 1 ||
-      C % heads != 0 || (training && p == 1.0))
+  if (q.numel() == 0 || S == 0 || (q.dtype() != DType::Float16 && q.dtype() != DType::BFloat16) || heads < 1 ||
+      C % heads != 0 || (training && p == 1.0) || (mask_bias.defined() && !is_key_bias(mask_bias)) ||
+      (causal && S < q.size(1)))
     return false;
-  return backend(q.device()).sdpa_supported(q.dtype(), q.size(1), C / heads, mask_bias.defined(), training ? p : 0.0);
+  return backend(q.device()).sdpa_supported(q.dtype(), q.size(1), S, C / heads, mask_bias.defined(),
+                                            training ? p : 0.0, causal);
 }
 
-// The key bias as the kernel takes it: (B, T) contiguous in q's dtype, with
+// The key bias as the kernel takes it: (B, S) contiguous in q's dtype, with
 // -inf (a float32 lowest cast down) clamped to the dtype's lowest finite value
 // so a fully masked row stays finite, as it does in float32.
-Tensor sdpa_mask(const Tensor& mask_bias, DType dtype, int64_t B, int64_t T) {
+Tensor sdpa_mask(const Tensor& mask_bias, DType dtype, int64_t B, int64_t S) {
   if (!mask_bias.defined()) return Tensor();
   const double lowest = dtype == DType::Float16 ? -65504.0 : -3.3895313892515355e38;
   Tensor m = clamp(raw_cast(mask_bias.detach(), DType::Float32), lowest, std::nullopt);
-  m = raw_view(raw_contiguous(raw_cast(m, dtype)), {mask_bias.size(0), T});
-  return raw_contiguous(raw_expand(m, {B, T}));
+  m = raw_view(raw_contiguous(raw_cast(m, dtype)), {mask_bias.size(0), S});
+  return raw_contiguous(raw_expand(m, {B, S}));
 }
 
-// q, k, v: row-contiguous operands (strides (T * W, W, 1)); the gradients are
+// q, k, v: row-contiguous operands (strides (L * W, W, 1)); the gradients are
 // allocated in the same layout (the kernel's backward graph assumes it).
 // Undefined when the backend declines this exact problem (nothing was drawn
 // from the generator then).
 Tensor attention_sdpa(const TensorList& inputs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-                      const Tensor& mask_bias, double p, bool training, Generator* gen) {
-  const int64_t B = q.size(0), T = q.size(1), C = q.size(2);
+                      const Tensor& mask_bias, double p, bool training, Generator* gen, bool causal) {
+  const int64_t B = q.size(0), T = q.size(1), S = k.size(1), C = q.size(2);
   const bool packed = inputs.size() == 1;
   const double scale = 1.0 / std::sqrt(static_cast<double>(C / heads));
   const double drop = training ? p : 0.0;
   Generator& g = gen ? *gen : default_generator();
   const PhiloxState st = drop > 0.0 ? g.state() : PhiloxState{};
-  const Tensor mask = sdpa_mask(mask_bias, q.dtype(), B, T);
+  const Tensor mask = sdpa_mask(mask_bias, q.dtype(), B, S);
   Tensor out = empty_tensor({B, T, C}, q.dtype(), q.device());
   Tensor stats = empty_tensor({B, heads, T}, DType::Float32, q.device());
-  if (!backend(q.device()).sdpa_forward(out, stats, q, k, v, mask, heads, scale, drop, st)) return Tensor();
+  if (!backend(q.device()).sdpa_forward(out, stats, q, k, v, mask, heads, scale, drop, st, causal)) return Tensor();
   if (drop > 0.0) g.next();  // the call is st: the one the forward used
   if (should_record(inputs)) {
     const char* name = packed ? "multi_head_attention_qkv" : "multi_head_attention";
@@ -171,13 +214,13 @@ Tensor attention_sdpa(const TensorList& inputs, const Tensor& q, const Tensor& k
       if (packed) {
         Tensor dqkv = empty_tensor({B, T, 3 * C}, qv.dtype(), qv.device());
         be.sdpa_backward(column_block(dqkv, 0, C), column_block(dqkv, 1, C), column_block(dqkv, 2, C), dout, qv, kv,
-                         vv, ov, stats, mask, heads, scale, drop, st);
+                         vv, ov, stats, mask, heads, scale, drop, st, causal);
         return TensorList{dqkv};
       }
       Tensor dq = empty_tensor({B, T, C}, qv.dtype(), qv.device());
-      Tensor dk = empty_tensor({B, T, C}, qv.dtype(), qv.device());
-      Tensor dv = empty_tensor({B, T, C}, qv.dtype(), qv.device());
-      be.sdpa_backward(dq, dk, dv, dout, qv, kv, vv, ov, stats, mask, heads, scale, drop, st);
+      Tensor dk = empty_tensor({B, S, C}, qv.dtype(), qv.device());
+      Tensor dv = empty_tensor({B, S, C}, qv.dtype(), qv.device());
+      be.sdpa_backward(dq, dk, dv, dout, qv, kv, vv, ov, stats, mask, heads, scale, drop, st, causal);
       return TensorList{dq, dk, dv};
     });
   }
@@ -187,50 +230,54 @@ Tensor attention_sdpa(const TensorList& inputs, const Tensor& q, const Tensor& k
 }  // namespace
 
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const Tensor& mask_bias,
-                            double p, bool training, Generator* gen) {
+                            double p, bool training, Generator* gen, bool causal) {
   check_defined(q, "multi_head_attention", "q");
   check_defined(k, "multi_head_attention", "k");
   check_defined(v, "multi_head_attention", "v");
-  KILN_CHECK(q.dim() == 3 && k.sizes() == q.sizes() && v.sizes() == q.sizes(),
-             "multi_head_attention: q, k, v must be (batch, seq, hidden) of one shape, got ", shape_str(q.sizes()),
-             ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
+  KILN_CHECK(q.dim() == 3 && k.dim() == 3 && k.sizes() == v.sizes() && k.size(0) == q.size(0) &&
+                 k.size(2) == q.size(2),
+             "multi_head_attention: q, k, v must be (batch, seq, hidden) with k and v of one shape (batch, keys, "
+             "hidden), got ", shape_str(q.sizes()), ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
   check_same_device(q, k, "multi_head_attention");
   check_same_device(q, v, "multi_head_attention");
   KILN_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), "multi_head_attention: q, k, v dtypes differ (",
              dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ", dtype_name(v.dtype()), ")");
-  check_attention_args(q, heads, mask_bias, p);
-  if (use_sdpa(q, heads, mask_bias, p, training)) {
+  const int64_t S = k.size(1);
+  check_attention_args(q, S, heads, mask_bias, p, causal);
+  if (use_sdpa(q, S, heads, mask_bias, p, training, causal)) {
     Tensor out = attention_sdpa({q, k, v}, raw_contiguous(q), raw_contiguous(k), raw_contiguous(v), heads, mask_bias, p,
-                                training, gen);
+                                training, gen, causal);
     if (out.defined()) return out;
   }
-  if (!use_fused(q, p, training)) return attention_composite(q, k, v, heads, mask_bias, p, training, gen);
+  if (!use_fused(q, k, p, training)) return attention_composite(q, k, v, heads, mask_bias, p, training, gen, causal);
   Tensor qk = kernel_operand(q), kk = kernel_operand(k), vk = kernel_operand(v);
-  return attention_fused({q, k, v}, qk, kk, vk, heads, mask_bias, p, training, gen);
+  return attention_fused({q, k, v}, qk, kk, vk, heads, mask_bias, p, training, gen, causal);
 }
 
 Tensor multi_head_attention_qkv(const Tensor& qkv, int64_t heads, const Tensor& mask_bias, double p, bool training,
-                                Generator* gen) {
+                                Generator* gen, bool causal) {
   check_defined(qkv, "multi_head_attention_qkv", "qkv");
   KILN_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0,
              "multi_head_attention_qkv: qkv must be (batch, seq, 3 * hidden), got ", shape_str(qkv.sizes()));
-  const int64_t C = qkv.size(2) / 3;
-  if (use_sdpa(column_block(qkv, 0, C), heads, mask_bias, p, training)) {
-    check_attention_args(column_block(qkv, 0, C), heads, mask_bias, p);
+  const int64_t C = qkv.size(2) / 3, T = qkv.size(1);
+  if (use_sdpa(column_block(qkv, 0, C), T, heads, mask_bias, p, training, causal)) {
+    check_attention_args(column_block(qkv, 0, C), T, heads, mask_bias, p, causal);
     const Tensor kq = raw_contiguous(qkv);  // q, k, v and the gradient's blocks in one layout
     Tensor out = attention_sdpa({qkv}, column_block(kq, 0, C), column_block(kq, 1, C), column_block(kq, 2, C), heads,
-                                mask_bias, p, training, gen);
+                                mask_bias, p, training, gen, causal);
     if (out.defined()) return out;
   }
-  if (!use_fused(qkv, p, training) || qkv.stride(2) != 1) {
-    if (use_fused(qkv, p, training)) return multi_head_attention_qkv(contiguous(qkv), heads, mask_bias, p, training, gen);
-    check_attention_args(column_block(qkv, 0, C), heads, mask_bias, p);
+  const Tensor q = column_block(qkv, 0, C);
+  if (!use_fused(qkv, qkv, p, training) || qkv.stride(2) != 1) {
+    if (use_fused(qkv, qkv, p, training))
+      return multi_head_attention_qkv(contiguous(qkv), heads, mask_bias, p, training, gen, causal);
+    check_attention_args(q, T, heads, mask_bias, p, causal);
     return attention_composite(narrow(qkv, 2, 0, C), narrow(qkv, 2, C, C), narrow(qkv, 2, 2 * C, C), heads, mask_bias,
-                               p, training, gen);
+                               p, training, gen, causal);
   }
-  Tensor q = column_block(qkv, 0, C), k = column_block(qkv, 1, C), v = column_block(qkv, 2, C);
-  check_attention_args(q, heads, mask_bias, p);
-  return attention_fused({qkv}, q, k, v, heads, mask_bias, p, training, gen);
+  check_attention_args(q, T, heads, mask_bias, p, causal);
+  return attention_fused({qkv}, q, column_block(qkv, 1, C), column_block(qkv, 2, C), heads, mask_bias, p, training,
+                         gen, causal);
 }
 
 // Note [Bias in the GEMM]: linear() is matmul then add(bias): the GEMM
@@ -380,6 +427,30 @@ KILN_REGISTER_OP("multi_head_attention", true, [] {
               Generator gen(4321);
               return multi_head_attention(narrow(x[0], 2, 0, 4), narrow(x[0], 2, 4, 4), narrow(x[0], 2, 8, 4), 1,
                                           Tensor(), 0.3, true, &gen);
+            }},
+           {"causal, 2 heads, key mask", {sample_tensor({2, 5, 4}, 150), sample_tensor({2, 5, 4}, 151),
+                                          sample_tensor({2, 5, 4}, 152)},
+            [](const L& x) {
+              Tensor mask = tensor({0, 0, 0, -1e4, 0, 0, 0, 0, 0, 0}, {2, 1, 1, 5}, DType::Float64);
+              return multi_head_attention(x[0], x[1], x[2], 2, mask, 0.0, false, nullptr, true);
+            }},
+           {"causal KV cache: 2 queries against 5 keys, dropout p=0.25",
+            {sample_tensor({2, 2, 4}, 153), sample_tensor({2, 5, 4}, 154), sample_tensor({2, 5, 4}, 155)},
+            [](const L& x) {
+              Generator gen(4322);
+              return multi_head_attention(x[0], x[1], x[2], 2, Tensor(), 0.25, true, &gen, true);
+            }},
+           {"3 queries against 4 keys, full mask (1, 2, T, S), causal",
+            {sample_tensor({2, 3, 4}, 156), sample_tensor({2, 4, 4}, 157), sample_tensor({2, 4, 4}, 158)},
+            [](const L& x) {
+              const Tensor mask = sample_tensor({1, 2, 3, 4}, 159, -2.0, 2.0);
+              return multi_head_attention(x[0], x[1], x[2], 2, mask, 0.0, false, nullptr, true);
+            }},
+           {"4 queries against 3 keys, full mask (B, 1, T, S)",
+            {sample_tensor({2, 4, 6}, 160), sample_tensor({2, 3, 6}, 161), sample_tensor({2, 3, 6}, 162)},
+            [](const L& x) {
+              const Tensor mask = sample_tensor({2, 1, 4, 3}, 163, -2.0, 2.0);
+              return multi_head_attention(x[0], x[1], x[2], 3, mask);
             }}};
 });
 KILN_REGISTER_OP("linear_fused", true, [] {
@@ -407,6 +478,10 @@ KILN_REGISTER_OP("multi_head_attention_qkv", true, [] {
               Generator gen(99);
               Tensor mask = tensor({0, -1e4, 0, 0}, {1, 1, 1, 4}, DType::Float64);
               return multi_head_attention_qkv(x[0], 3, mask, 0.2, true, &gen);
+            }},
+           {"causal, 2 heads, dropout p=0.2", {sample_tensor({2, 5, 12}, 164)}, [](const L& x) {
+              Generator gen(100);
+              return multi_head_attention_qkv(x[0], 2, Tensor(), 0.2, true, &gen, true);
             }}};
 });
 

@@ -241,10 +241,11 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 // softmax(scores + mask) take it: 0 where attended, the dtype's lowest finite
 // value above the diagonal (torch.finfo(dtype).min, as Hugging Face's masks).
 // Combine it with a (B, 1, 1, T) key bias by minimum(), not add (lowest +
-// lowest overflows). multi_head_attention (ops/fused.h) takes key biases
-// only: causal attention is matmul, scaled_masked_softmax(scores, scale,
-// causal_mask(T)), matmul. Bool dtype: true where attended (torch SDPA's
-// convention; mask scores with masked_fill(scores, logical_not(m), value)).
+// lowest overflows). multi_head_attention (ops/fused.h) takes causal = true
+// instead (no mask tensor; bottom-right aligned when keys outnumber queries),
+// or this mask as a full (1, 1, T, T) mask_bias. Bool dtype: true where
+// attended (torch SDPA's convention; mask scores with masked_fill(scores,
+// logical_not(m), value)).
 Tensor causal_mask(int64_t T, TensorOptions opts = {});
 
 // ---- helpers shared by ops ------------------------------------------------------------

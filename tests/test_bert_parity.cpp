@@ -140,5 +140,53 @@ TEST(BertParity, EmbedToolMatchesReference) {
   EXPECT_LE(worst, 1e-4);
 }
 
+// Note [Embedding by length]: with the 8 reference lines between longer
+// sentences, sorted batching (chunks of 5, batches of 2) writes each
+// embedding at its input position: the reference rows match the golden
+// embeddings, and every row matches unsorted one-by-one embedding.
+std::vector<double> run_embed(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {};
+  std::vector<double> got;
+  double v;
+  while (std::fscanf(p, "%lf", &v) == 1) got.push_back(v);
+  if (pclose(p) != 0) ADD_FAILURE() << cmd;
+  return got;
+}
+
+TEST(BertParity, EmbedToolSortsByLengthAndKeepsInputOrder) {
+  const Golden& g = golden();
+  const std::string data = env_or("KILN_DATA", KILN_DEFAULT_DATA);
+  std::ifstream dev(data + "/sst2/dev.tsv");
+  std::string line;
+  std::getline(dev, line);  // header
+  std::vector<std::string> reference, longer;
+  while (std::getline(dev, line) && longer.size() < 8) {
+    if (reference.size() < 8) reference.push_back(line.substr(0, line.find('\t')));  // as EmbedToolMatchesReference
+    longer.push_back(line.substr(line.find('\t') + 1));                              // whole sentences
+  }
+  const std::string input = std::string(KILN_BINARY_DIR) + "/embed_sort_input.txt";
+  {
+    std::ofstream in(input);
+    for (size_t i = 0; i < 8; ++i) in << longer[i] << "\n" << reference[i] << "\n";
+  }
+  const std::string kiln = std::string(KILN_BINARY_DIR) + "/bin/kiln embed --model " + g.model_dir;
+  const std::vector<double> sorted = run_embed(kiln + " --sort-chunk 5 --batch-size 2 < " + input);
+  const std::vector<double> plain = run_embed(kiln + " --no-sort --batch-size 1 < " + input);
+  const std::vector<double> want = g.t.at("mean_pooled").to_vector<double>();
+  const size_t C = want.size() / 8;
+  ASSERT_EQ(sorted.size(), 16 * C);
+  ASSERT_EQ(plain.size(), 16 * C);
+  double worst_ref = 0, worst_plain = 0;
+  for (size_t r = 0; r < 16; ++r)
+    for (size_t c = 0; c < C; ++c) {
+      const double v = sorted[r * C + c];
+      worst_plain = std::max(worst_plain, std::abs(v - plain[r * C + c]));
+      if (r % 2 == 1) worst_ref = std::max(worst_ref, std::abs(v - want[(r / 2) * C + c]));
+    }
+  EXPECT_LE(worst_ref, 1e-4);
+  EXPECT_LE(worst_plain, 1e-5);
+}
+
 }  // namespace
 }  // namespace kiln

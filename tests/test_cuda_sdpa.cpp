@@ -12,9 +12,14 @@
 //    other lengths off cuDNN's 128-tile with and without a key mask, the
 //    padded keys getting no weight, several T served by one cached problem;
 //  - two threads running attention at once on their own streams (Note [cuDNN
-//    handle lock]).
+//    handle lock]);
+//  - causal attention on cuDNN (Note [cuDNN causal masks]), keys of their own
+//    length S (T = 1, 3, 40 against S = 7, 100; causal bottom-right where
+//    cuDNN takes it, the composite on the device where not), and full masks
+//    (always the composite), against the CPU.
 // The CPU-side tests check the pure rules of cuda/attention_cudnn_rules.h:
-// the cuDNN version rules, the buckets, the argument buffer's alignment.
+// the cuDNN version rules, the causal mask forms, the buckets, the argument
+// buffer's alignment.
 // Agreement is the normalised error ||cuda - cpu|| / ||cpu|| against the
 // per-dtype thresholds of tests/cuda_test_util.h. Every GPU test skips
 // without a device (or without CUDA), so CI stays green.
@@ -75,13 +80,13 @@ struct AttentionRun {
 // Attention of `dtype` on `device` over the given float32 CPU inputs, then the
 // gradients of sum(out * w).
 AttentionRun attend(const TensorList& inputs, bool packed, int64_t heads, const Tensor& mask, double p, bool training,
-           DType dtype, Device device, const Tensor& w, uint64_t seed = 7) {
+           DType dtype, Device device, const Tensor& w, uint64_t seed = 7, bool causal = false) {
   TensorList xs;
   for (const Tensor& x : inputs) xs.push_back(x.detach().to(device, dtype).set_requires_grad(true));
   Generator gen(seed);
   const Tensor m = mask.defined() ? mask.to(device) : Tensor();
-  Tensor out = packed ? multi_head_attention_qkv(xs[0], heads, m, p, training, &gen)
-                      : multi_head_attention(xs[0], xs[1], xs[2], heads, m, p, training, &gen);
+  Tensor out = packed ? multi_head_attention_qkv(xs[0], heads, m, p, training, &gen, causal)
+                      : multi_head_attention(xs[0], xs[1], xs[2], heads, m, p, training, &gen, causal);
   sum(mul(out, w.to(device, dtype))).backward();
   AttentionRun r{out.detach(), {}};
   for (const Tensor& x : xs) r.grads.push_back(x.grad());
@@ -90,17 +95,19 @@ AttentionRun attend(const TensorList& inputs, bool packed, int64_t heads, const 
 
 // Whether the backend call itself runs this problem on cuDNN (no silent
 // fallback): sdpa_forward on random inputs of the shape, q, k, v separate or
-// the column blocks of one (B, T, 3C) projection.
+// the column blocks of one (B, T, 3C) projection; S keys (0: S = T).
 bool cudnn_takes(DType dt, int64_t B, int64_t T, int64_t heads, int64_t hs, bool masked, double p,
-                 bool packed = false) {
+                 bool packed = false, int64_t S = 0, bool causal = false) {
   const int64_t C = heads * hs;
+  if (S == 0) S = T;
   const Tensor x = random_cpu({B, T, packed ? 3 * C : C}, dt, 91).to(kGpu, dt);
-  const Tensor q = packed ? x.narrow(2, 0, C) : x, k = packed ? x.narrow(2, C, C) : x;
-  const Tensor v = packed ? x.narrow(2, 2 * C, C) : x;
-  const Tensor mask = masked ? zeros({B, T}, TensorOptions(dt, kGpu)) : Tensor();
+  const Tensor kv = S == T ? x : random_cpu({B, S, C}, dt, 92).to(kGpu, dt);
+  const Tensor q = packed ? x.narrow(2, 0, C) : x, k = packed ? x.narrow(2, C, C) : kv;
+  const Tensor v = packed ? x.narrow(2, 2 * C, C) : kv;
+  const Tensor mask = masked ? zeros({B, S}, TensorOptions(dt, kGpu)) : Tensor();
   Tensor out = empty_tensor({B, T, C}, dt, kGpu), stats = empty_tensor({B, heads, T}, DType::Float32, kGpu);
   return backend(kGpu).sdpa_forward(out, stats, q, k, v, mask, heads, 1.0 / std::sqrt(static_cast<double>(hs)), p,
-                                    PhiloxState{5, 0});
+                                    PhiloxState{5, 0}, causal);
 }
 
 #ifdef KILN_WITH_CUDA
@@ -166,7 +173,7 @@ TEST(CudaSdpa, BackendForwardRunsOnCudnnWithLogsumexpStats) {
     const double lowest = dt == DType::Float16 ? -65504.0 : -3.3895313892515355e38;
     const Tensor gmask = clamp(mask, lowest, std::nullopt).to(kGpu, dt);
     ASSERT_TRUE(backend(kGpu).sdpa_forward(out, stats, q.to(kGpu, dt), k.to(kGpu, dt), v.to(kGpu, dt), gmask, heads,
-                                           scale, 0.0, PhiloxState{}))
+                                           scale, 0.0, PhiloxState{}, false))
         << "cuDNN found no engine for the SDPA forward/backward graphs";
     EXPECT_TRUE(close(out, ref, dt, "backend output"));
     const double stats_err = normalised_error(stats, lse);  // float32 statistics of the same 16-bit inputs
@@ -378,11 +385,12 @@ TEST(CudaSdpa, TwoThreadsOnTheirOwnStreams) {
       for (int it = 0; it < iterations && r.ran; ++it) {
         Tensor stats = empty_tensor({B, heads, T}, DType::Float32, kGpu);
         out = empty_tensor({B, T, C}, dt, kGpu);
-        r.ran = backend(kGpu).sdpa_forward(out, stats, q, k, v, mask, heads, scale, 0.0, PhiloxState{});
+        r.ran = backend(kGpu).sdpa_forward(out, stats, q, k, v, mask, heads, scale, 0.0, PhiloxState{}, false);
         if (!r.ran) break;
         dq = empty_tensor({B, T, C}, dt, kGpu), dk = empty_tensor({B, T, C}, dt, kGpu);
         dv = empty_tensor({B, T, C}, dt, kGpu);
-        backend(kGpu).sdpa_backward(dq, dk, dv, dout, q, k, v, out, stats, mask, heads, scale, 0.0, PhiloxState{});
+        backend(kGpu).sdpa_backward(dq, dk, dv, dout, q, k, v, out, stats, mask, heads, scale, 0.0, PhiloxState{},
+                                    false);
       }
       if (r.ran) r.got = {out.cpu(), dq.cpu(), dk.cpu(), dv.cpu()};
       cuda::current_stream(0).synchronize();
@@ -412,6 +420,93 @@ TEST(CudaSdpa, TwoThreadsOnTheirOwnStreams) {
     ASSERT_EQ(r.got.size(), 4u);
     for (size_t i = 0; i < r.got.size(); ++i)  // out, dq, dk, dv; dq is accumulated with atomics
       EXPECT_LT(normalised_error(r.got[i], single.got[i]), 1e-3) << i;
+  }
+}
+
+// Causal self-attention (the top-left form of Note [cuDNN causal masks]) runs
+// on cuDNN, with and without a key mask, in a bucket and at its edge, with the
+// dropout graph too, and matches the CPU's causal attention (which a
+// non-causal result would not).
+TEST(CudaSdpa, CausalSelfAttentionRunsOnCudnnAndMatchesCpu) {
+  KILN_REQUIRE_CUDA();
+  const int64_t B = 2, heads = 2, hs = 32, C = heads * hs;
+  for (const int64_t T : {37, 64, 130})
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)) + " T " + std::to_string(T));
+    ASSERT_TRUE(backend(kGpu).sdpa_supported(dt, T, T, hs, true, 0.1, true));
+    for (bool packed : {true, false}) ASSERT_TRUE(cudnn_takes(dt, B, T, heads, hs, true, 0.0, packed, T, true));
+    ASSERT_TRUE(cudnn_takes(dt, B, T, heads, hs, true, 0.1, false, T, true));  // causal with dropout
+    for (bool packed : {true, false})
+      for (bool masked : {false, true}) {
+        SCOPED_TRACE(std::string(packed ? "packed" : "separate") + (masked ? " masked" : ""));
+        const Tensor mask = masked ? padding_mask({T, T - 5}, T) : Tensor();
+        const TensorList in = packed ? TensorList{random_cpu({B, T, 3 * C}, dt, 101)}
+                                     : TensorList{random_cpu({B, T, C}, dt, 102), random_cpu({B, T, C}, dt, 103),
+                                                  random_cpu({B, T, C}, dt, 104)};
+        const Tensor w = random_cpu({B, T, C}, dt, 105);
+        const AttentionRun cpu = attend(in, packed, heads, mask, 0.0, true, DType::Float32, kCPU, w, 7, true);
+        const AttentionRun gpu = attend(in, packed, heads, mask, 0.0, true, dt, kGpu, w, 7, true);
+        EXPECT_TRUE(close(gpu.out, cpu.out, dt, "output"));
+        ASSERT_EQ(gpu.grads.size(), cpu.grads.size());
+        for (size_t i = 0; i < gpu.grads.size(); ++i)
+          EXPECT_TRUE(close(gpu.grads[i], cpu.grads[i], dt, "grad " + std::to_string(i)));
+      }
+  }
+}
+
+// Keys of their own length (a KV cache): T = 1, 3 and 40 new queries against
+// S = 7 and 100 keys, causal (bottom-right aligned) or not, with and without a
+// key bias. cuDNN takes plain attention of any lengths and a causal T = 1
+// (which masks nothing); bottom-right causal masks where Note [cuDNN causal
+// masks] allows (no bias, cuDNN 9.6 on); the rest runs the composite on the
+// device. Every case matches the CPU.
+TEST(CudaSdpa, KeysOfTheirOwnLengthMatchCpu) {
+  KILN_REQUIRE_CUDA();
+  const int64_t B = 2, heads = 2, hs = 32, C = heads * hs;
+  for (const auto& [T, S] : {std::pair<int64_t, int64_t>{1, 7}, {3, 7}, {40, 100}})
+  for (DType dt : {DType::BFloat16, DType::Float16})
+  for (bool causal : {false, true})
+  for (bool masked : {false, true}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)) + " T " + std::to_string(T) + " S " + std::to_string(S) +
+                 (causal ? " causal" : "") + (masked ? " masked" : ""));
+    if (!causal || T == 1) {
+      EXPECT_TRUE(backend(kGpu).sdpa_supported(dt, T, S, hs, masked, 0.0, causal));
+      EXPECT_TRUE(cudnn_takes(dt, B, T, heads, hs, masked, 0.0, false, S, causal));
+    }
+    if (causal && T > 1 && masked) {  // bottom-right with a bias
+      EXPECT_FALSE(backend(kGpu).sdpa_supported(dt, T, S, hs, masked, 0.0, causal));
+    }
+    const Tensor mask = masked ? padding_mask({S, S - 2}, S) : Tensor();
+    const TensorList in = {random_cpu({B, T, C}, dt, 111), random_cpu({B, S, C}, dt, 112),
+                           random_cpu({B, S, C}, dt, 113)};
+    const Tensor w = random_cpu({B, T, C}, dt, 114);
+    const AttentionRun cpu = attend(in, false, heads, mask, 0.0, true, DType::Float32, kCPU, w, 7, causal);
+    const AttentionRun gpu = attend(in, false, heads, mask, 0.0, true, dt, kGpu, w, 7, causal);
+    EXPECT_TRUE(close(gpu.out, cpu.out, dt, "output"));
+    for (size_t i = 0; i < gpu.grads.size(); ++i)
+      EXPECT_TRUE(close(gpu.grads[i], cpu.grads[i], dt, "grad " + std::to_string(i)));
+  }
+}
+
+// Full masks, (1, 1, T, S) and (B, heads, T, S), never go to cuDNN: the
+// composite runs on the device (its scaled_masked_softmax; with causal,
+// masked_fill and softmax) and matches the CPU, in 16-bit and float32.
+TEST(CudaSdpa, FullMasksRunTheCompositeAndMatchCpu) {
+  KILN_REQUIRE_CUDA();
+  const int64_t B = 2, T = 24, S = 40, heads = 2, hs = 32, C = heads * hs;
+  for (DType dt : {DType::BFloat16, DType::Float16, DType::Float32})
+  for (bool causal : {false, true})
+  for (const Shape& ms : {Shape{1, 1, T, S}, Shape{B, heads, T, S}}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)) + " mask " + shape_str(ms) + (causal ? " causal" : ""));
+    const Tensor mask = random_cpu(ms, dt, 121, -2.0, 2.0);
+    const TensorList in = {random_cpu({B, T, C}, dt, 122), random_cpu({B, S, C}, dt, 123),
+                           random_cpu({B, S, C}, dt, 124)};
+    const Tensor w = random_cpu({B, T, C}, dt, 125);
+    const AttentionRun cpu = attend(in, false, heads, mask, 0.0, true, DType::Float32, kCPU, w, 7, causal);
+    const AttentionRun gpu = attend(in, false, heads, mask.to(dt), 0.0, true, dt, kGpu, w, 7, causal);
+    EXPECT_TRUE(close(gpu.out, cpu.out, dt, "output"));
+    for (size_t i = 0; i < gpu.grads.size(); ++i)
+      EXPECT_TRUE(close(gpu.grads[i], cpu.grads[i], dt, "grad " + std::to_string(i)));
   }
 }
 
@@ -538,9 +633,9 @@ TEST(CudnnRules, ArgumentSlotsAre16ByteAlignedAndDisjoint) {
               EXPECT_TRUE(l.seed == -1 && l.offset == -1);
             }
             if (seq) {
-              slots.emplace_back(l.seq_len, 4 * B);
+              slots.insert(slots.end(), {{l.seq_len_q, 4 * B}, {l.seq_len_kv, 4 * B}});
             } else {
-              EXPECT_EQ(l.seq_len, -1);
+              EXPECT_TRUE(l.seq_len_q == -1 && l.seq_len_kv == -1);
             }
             for (int64_t r : l.ragged) {
               if (ragged) {
@@ -559,6 +654,34 @@ TEST(CudnnRules, ArgumentSlotsAre16ByteAlignedAndDisjoint) {
             }
             EXPECT_LE(end, l.bytes);
           }
+}
+
+// Note [cuDNN causal masks]: which causal form a call gets, and what is refused.
+TEST(CudnnRules, CausalMaskFormsByLengthsBiasDropoutAndVersion) {
+  using cuda::sdpa::causal_rules;
+  using cuda::sdpa::CausalMask;
+  for (bool bias : {false, true})
+    for (bool dropout : {false, true}) {
+      SCOPED_TRACE(std::string(bias ? "bias " : "") + (dropout ? "dropout" : ""));
+      EXPECT_EQ(causal_rules(91900, 128, 128, false, bias, dropout).mask, CausalMask::None);  // not causal
+      EXPECT_TRUE(causal_rules(91900, 7, 3, false, bias, dropout).supported);  // cross attention, T > S
+      EXPECT_EQ(causal_rules(91900, 1, 300, true, bias, dropout).mask, CausalMask::None);  // a decode step
+      EXPECT_TRUE(causal_rules(90000, 1, 300, true, bias, dropout).supported);
+      const auto square = causal_rules(90000, 37, 37, true, bias, dropout);  // any cuDNN 9
+      EXPECT_TRUE(square.supported);
+      EXPECT_EQ(square.mask, CausalMask::TopLeft);
+      EXPECT_FALSE(square.needs_padding);
+      EXPECT_FALSE(causal_rules(91900, 8, 7, true, bias, dropout).supported);  // S < T
+      const auto cache = causal_rules(91900, 3, 100, true, bias, dropout);
+      EXPECT_EQ(cache.supported, !bias && !dropout);
+      if (cache.supported) {
+        EXPECT_EQ(cache.mask, CausalMask::BottomRight);
+        EXPECT_TRUE(cache.needs_padding);
+      }
+    }
+  EXPECT_FALSE(causal_rules(90500, 64, 128, true, false, false).supported);  // bottom-right before 9.6.0
+  EXPECT_TRUE(causal_rules(90600, 64, 128, true, false, false).supported);
+  EXPECT_NE(std::string(causal_rules(91900, 3, 100, true, true, false).why).find("bias"), std::string::npos);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "nn/hf_checkpoint.h"
 #include "nn/layers.h"
 #include "nn/safetensors.h"
+#include "ops/fused.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -182,6 +183,16 @@ struct TinyDecoder : nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f;
   int64_t heads;
 };
+
+// The composite above is the fused op's causal case with keys of their own
+// length (ops/fused.h): the decoder below could use either.
+TEST(Generation, CompositeCausalAttentionIsTheFusedOne) {
+  manual_seed(2);
+  const Tensor q = randn({2, 3, 8}, DType::Float64), k = randn({2, 7, 8}, DType::Float64),
+               v = randn({2, 7, 8}, DType::Float64);
+  const Tensor fused = multi_head_attention(q, k, v, 2, Tensor(), 0.0, false, nullptr, /*causal=*/true);
+  EXPECT_LE(amax(abs(fused - causal_attention(q, k, v, 2))).item<double>(), 1e-12);
+}
 
 TEST(Generation, CachedGenerationGivesTheUncachedTokens) {
   manual_seed(21);

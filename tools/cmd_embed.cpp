@@ -1,7 +1,16 @@
 // `kiln embed --model DIR`: one mean-pooled sentence embedding per line of
 // standard input (sentence-transformers pooling over the last hidden state),
-// printed as space-separated floats.
+// printed as space-separated floats, in input order.
+//
+// Note [Embedding by length]: a batch is padded to its longest sentence, so a
+// batch of mixed lengths spends most of its work on padding. As
+// sentence-transformers' encode() does, each chunk of --sort-chunk lines is
+// tokenized, ordered by token count (longest first, stable), batched in that
+// order, and the embeddings are written back in input order; memory stays
+// bounded by the chunk. --no-sort batches in input order (for comparison).
+#include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -23,40 +32,62 @@ struct EmbedOptions {
   int max_seq_length = 0;  // 0: the model's max_position_embeddings
   bool cased = false;
   bool normalize = false;
+  int sort_chunk = 4096;  // lines read, sorted by length and embedded at a time
+  bool no_sort = false;
 };
 
-// do_lower_case from tokenizer_config.json when present (default: true).
-void embed_batch(const nn::BertModel& model, const data::BertTokenizer& tok, const std::vector<std::string>& lines,
-                 const EmbedOptions& o, size_t max_len) {
-  data::EncodeOptions eo;
-  eo.max_length = max_len;
-  eo.pad_to_longest = true;
-  const std::vector<data::Encoding> enc = tok.encode_batch(lines, eo);
-  const int64_t B = static_cast<int64_t>(enc.size()), T = static_cast<int64_t>(enc[0].size());
-  std::vector<int64_t> ids, mask, types;
-  for (const auto& e : enc)
+// Embeddings (B, C) of the encodings enc[order[0..B)], one text line each, into out[order[i]].
+void embed_batch(const nn::BertModel& model, const std::vector<data::Encoding>& enc, const std::vector<size_t>& order,
+                 const EmbedOptions& o, std::vector<std::string>& out) {
+  const int64_t B = static_cast<int64_t>(order.size());
+  size_t T = 0;
+  for (size_t i : order) T = std::max(T, enc[i].size());
+  std::vector<int64_t> ids(static_cast<size_t>(B) * T, 0), mask(ids.size(), 0), types(ids.size(), 0);
+  for (size_t b = 0; b < order.size(); ++b) {
+    const data::Encoding& e = enc[order[b]];
     for (size_t i = 0; i < e.size(); ++i) {
-      ids.push_back(e.ids[i]);
-      mask.push_back(e.attention_mask[i]);
-      types.push_back(e.type_ids[i]);
+      ids[b * T + i] = e.ids[i];
+      mask[b * T + i] = e.attention_mask[i];
+      types[b * T + i] = e.type_ids[i];
     }
+  }
   NoGradGuard no_grad;
-  Tensor mask_t = tensor_from(mask, {B, T});
-  Tensor h = model.forward(tensor_from(ids, {B, T}), mask_t, tensor_from(types, {B, T})).last_hidden_state;
+  const int64_t Tn = static_cast<int64_t>(T);
+  Tensor mask_t = tensor_from(mask, {B, Tn});
+  Tensor h = model.forward(tensor_from(ids, {B, Tn}), mask_t, tensor_from(types, {B, Tn})).last_hidden_state;
   Tensor pooled = nn::mean_pool(h, mask_t);
   if (o.normalize) pooled = div(pooled, clamp(sqrt(sum(mul(pooled, pooled), {1}, true)), 1e-12, std::nullopt));
   const std::vector<float> v = pooled.to_vector<float>();
   const int64_t C = pooled.size(1);
-  std::string line;
   for (int64_t b = 0; b < B; ++b) {
-    line.clear();
+    std::string& line = out[order[static_cast<size_t>(b)]];
     char buf[32];
     for (int64_t c = 0; c < C; ++c) {
       std::snprintf(buf, sizeof buf, c ? " %.8g" : "%.8g", static_cast<double>(v[static_cast<size_t>(b * C + c)]));
       line += buf;
     }
-    std::cout << line << '\n';
   }
+}
+
+// One chunk of lines: tokenized, batched by length (Note [Embedding by
+// length]) or in input order, printed in input order.
+void embed_chunk(const nn::BertModel& model, const data::BertTokenizer& tok, const std::vector<std::string>& lines,
+                 const EmbedOptions& o, size_t max_len) {
+  data::EncodeOptions eo;
+  eo.max_length = max_len;
+  const std::vector<data::Encoding> enc = tok.encode_batch(lines, eo);
+  std::vector<size_t> order(enc.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (!o.no_sort)
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return enc[a].size() > enc[b].size(); });
+  std::vector<std::string> out(lines.size());
+  for (size_t start = 0; start < order.size(); start += static_cast<size_t>(o.batch_size)) {
+    const size_t end = std::min(order.size(), start + static_cast<size_t>(o.batch_size));
+    embed_batch(model, enc, std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(start),
+                                                order.begin() + static_cast<std::ptrdiff_t>(end)),
+                o, out);
+  }
+  for (const std::string& line : out) std::cout << line << '\n';
 }
 
 int run_embed(const EmbedOptions& o) {
@@ -68,16 +99,18 @@ int run_embed(const EmbedOptions& o) {
   KILN_CHECK(o.max_seq_length <= positions, "--max-seq-length ", o.max_seq_length,
              " exceeds the model's max_position_embeddings ", positions);
   const size_t max_len = static_cast<size_t>(o.max_seq_length > 0 ? o.max_seq_length : positions);
-  std::vector<std::string> batch;
+  // Without sorting a chunk is one batch, so output starts after the first batch.
+  const size_t chunk = static_cast<size_t>(o.no_sort ? o.batch_size : std::max(o.sort_chunk, o.batch_size));
+  std::vector<std::string> lines;
   std::string line;
   while (std::getline(std::cin, line)) {
-    batch.push_back(line);
-    if (static_cast<int>(batch.size()) == o.batch_size) {
-      embed_batch(*model, tok, batch, o, max_len);
-      batch.clear();
+    lines.push_back(line);
+    if (lines.size() == chunk) {
+      embed_chunk(*model, tok, lines, o, max_len);
+      lines.clear();
     }
   }
-  if (!batch.empty()) embed_batch(*model, tok, batch, o, max_len);
+  if (!lines.empty()) embed_chunk(*model, tok, lines, o, max_len);
   std::cout.flush();
   return 0;
 }
@@ -93,6 +126,10 @@ const Registrar reg("embed", [](CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--cased", o->cased, "do not lower-case (default: tokenizer_config.json, else uncased)");
   cmd->add_flag("--normalize", o->normalize, "L2-normalise each embedding");
+  cmd->add_option("--sort-chunk", o->sort_chunk,
+                  "lines sorted by length and batched together (Note [Embedding by length])")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-sort", o->no_sort, "batch in input order (no length sorting)");
   return [o] { return run_embed(*o); };
 });
 

@@ -70,25 +70,27 @@ class CpuBackend final : public Backend {
     cpu::masked_scale_add(o, x, keep, scale, residual);
   }
   void attention(const Tensor& ctx, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
-                 const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale) override {
-    cpu::attention(ctx, probs, q, k, v, mask, keep, heads, scale, keep_scale);
+                 const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale,
+                 bool causal) override {
+    cpu::attention(ctx, probs, q, k, v, mask, keep, heads, scale, keep_scale, causal);
   }
   void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dctx, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& probs, const Tensor& keep, int64_t heads,
-                          double scale, double keep_scale) override {
-    cpu::attention_backward(dq, dk, dv, dctx, q, k, v, probs, keep, heads, scale, keep_scale);
+                          double scale, double keep_scale, bool causal) override {
+    cpu::attention_backward(dq, dk, dv, dctx, q, k, v, probs, keep, heads, scale, keep_scale, causal);
   }
 };
 
 }  // namespace
 
 void Backend::attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const Tensor&, int64_t, double, double) {
+                        const Tensor&, int64_t, double, double, bool) {
   fail("attention: this device has no fused attention kernel (multi_head_attention composes primitives there)");
 }
 
 void Backend::attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                 const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, double, double) {
+                                 const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, double, double,
+                                 bool) {
   fail("attention_backward: this device has no fused attention kernel");
 }
 

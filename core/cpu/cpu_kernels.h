@@ -28,7 +28,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
 void addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
 // The same for float64 (single-threaded BLAS; callers parallelise).
 void dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
-           const double* B, int64_t ldb, double* C, int64_t ldc);
+           const double* B, int64_t ldb, double* C, int64_t ldc, bool accumulate = false);
 void set_blas_threads(int n);
 
 // random.cpp (beside bernoulli, which draws the keep masks it applies)
@@ -38,10 +38,10 @@ void masked_scale_add(const Tensor& out, const Tensor& x, const Tensor& keep, do
 
 // attention.cpp
 void attention(const Tensor& ctx, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
-               const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale);
+               const Tensor& mask, const Tensor& keep, int64_t heads, double scale, double keep_scale, bool causal);
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dctx, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& probs, const Tensor& keep, int64_t heads,
-                        double scale, double keep_scale);
+                        double scale, double keep_scale, bool causal);
 
 // nn_kernels.cpp
 void softmax(const Tensor& out, const Tensor& in, bool log);

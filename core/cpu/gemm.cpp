@@ -204,17 +204,18 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
 }
 
 void dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
-           const double* B, int64_t ldb, double* C, int64_t ldc) {
+           const double* B, int64_t ldb, double* C, int64_t ldc, bool accumulate) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0.0;
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0.0;
     return;
   }
   blas_single_threaded();
   cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, A, static_cast<int>(lda), B,
-              static_cast<int>(ldb), 0.0, C, static_cast<int>(ldc));
+              static_cast<int>(ldb), accumulate ? 1.0 : 0.0, C, static_cast<int>(ldc));
 }
 
 void addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {

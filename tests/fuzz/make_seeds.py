@@ -479,6 +479,12 @@ def crash_inputs():
     assert special in index
     deep = index.replace(special, b'"special_ids": ' + b"[" * depth + b"]" * depth)
     write_crash("corpus", "stack_overflow_deep_special_ids", deep)
+    # first_token past int64 parses as a double; get<uint64_t>() cast it (UBSan: out of range).
+    floaty = index.replace(b'"first_token": 0', b'"first_token": -92233720368547758080')
+    assert floaty != index
+    write_crash("corpus", "ubsan_float_first_token", floaty + b"KILNTOKS" + rest)
+    write_crash("corpus", "float_num_tokens", index.replace(b'"num_tokens": 9', b'"num_tokens": 9.0', 1)
+                + b"KILNTOKS" + rest)
     write_crash("checkpoint", "optimizer_step_int64_max", checkpoint(optimizer=optimizer_state(
         edit=set_value("optimizer.state.0.step", 2**63 - 1))))
     write_crash("checkpoint", "scheduler_last_step_int64_max", checkpoint(optimizer=optimizer_state(
