@@ -2,8 +2,8 @@
 #   make demo   install what is missing, build, run the main job on its embedded default
 #   make test   install what is missing, build, run the whole test suite
 #               (normal build, then ASan+UBSan, ThreadSanitizer on the allocator,
-#                a downstream project against the installed package, and the
-#                GPU bundle's self-containment proof)
+#                the installed package and a downstream project against it,
+#                and the GPU bundle's self-containment proof)
 #   make gpu-bundle  what the GPU check needs on a GPU machine (docs/gpu.md)
 SHELL := /bin/bash
 BUILD ?= build
@@ -87,10 +87,16 @@ test-tsan: apt-deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_alloc_tsan_tests
 	ctest --test-dir $(TSAN_BUILD) --output-on-failure -R kiln_alloc_tsan_tests
 
-# A downstream CMake project (examples/) built against the installed package.
+# The installed package (Note [Package layout] in core/components.h): its
+# include tree and libkiln's dependencies (no CUDA or MPI library), a
+# program using only <kiln/kiln.h> built with -Werror, the components
+# (tests/package/), and a downstream CMake project (examples/).
 test-install: build
-	rm -rf $(BUILD)/install $(BUILD)/example
+	rm -rf $(BUILD)/install $(BUILD)/package-check $(BUILD)/example
 	cmake --install $(BUILD) --prefix $(abspath $(BUILD))/install
+	cmake -S tests/package -B $(BUILD)/package-check -G Ninja -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/install
+	cmake --build $(BUILD)/package-check
+	ctest --test-dir $(BUILD)/package-check --output-on-failure
 	cmake -S examples -B $(BUILD)/example -G Ninja -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/install
 	cmake --build $(BUILD)/example
 	$(BUILD)/example/fit_line

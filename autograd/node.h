@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln {
 

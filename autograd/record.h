@@ -7,8 +7,8 @@
 #include <set>
 #include <string>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
+#include "kiln/autograd/grad_mode.h"
+#include "kiln/autograd/node.h"
 
 namespace kiln {
 

@@ -1,6 +1,7 @@
-# The CUDA backend (cuda/): built when CUDA 13 is found (KILN_CUDA=AUTO) or
-# demanded (ON). Without it, cuda/stub.cpp keeps the library whole and every
-# CUDA request says "built without CUDA".
+# The CUDA backend (cuda/), libkiln_cuda (target kiln_cuda, package target
+# kiln::cuda; Note [Package layout] in core/components.h): built when CUDA 13
+# is found (KILN_CUDA=AUTO) or demanded (ON). Without it libkiln is the same,
+# and every CUDA request says "built without CUDA".
 set(KILN_WITH_CUDA OFF)
 
 # kiln_find_root_lib(PREFIX ROOT HEADER "NAMES" HINT_DIRS...): PREFIX_INCLUDE_DIR
@@ -41,13 +42,20 @@ if(KILN_WITH_CUDA)
     set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   endif()
   set(CMAKE_CUDA_STANDARD 20)
-  # kiln was created before CUDA was enabled, so its architectures are set here.
-  set_target_properties(kiln PROPERTIES CUDA_STANDARD 20 CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
   file(GLOB_RECURSE KILN_CUDA_SOURCES CONFIGURE_DEPENDS cuda/*.cu cuda/*.cpp)
-  list(FILTER KILN_CUDA_SOURCES EXCLUDE REGEX "cuda/stub\\.cpp$")
-  target_sources(kiln PRIVATE ${KILN_CUDA_SOURCES})
-  target_compile_definitions(kiln PUBLIC KILN_WITH_CUDA=1)
-  target_link_libraries(kiln PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  add_library(kiln_cuda SHARED ${KILN_CUDA_SOURCES})
+  add_library(kiln::cuda ALIAS kiln_cuda)
+  set_target_properties(kiln_cuda PROPERTIES CUDA_STANDARD 20 CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
+                                             CUDA_SEPARABLE_COMPILATION OFF)
+  # KILN_WITH_CUDA: for the tests' CUDA-only parts (in the build tree only).
+  target_compile_definitions(kiln_cuda PUBLIC $<BUILD_INTERFACE:KILN_WITH_CUDA=1>)
+  # A program calls none of libkiln_cuda's symbols itself (libkiln does), so
+  # --as-needed (GCC's default on Debian) would drop it: linking kiln::cuda
+  # keeps it (Note [Package layout] in core/components.h).
+  target_link_options(kiln_cuda INTERFACE "LINKER:--no-as-needed")
+  target_link_libraries(kiln_cuda PUBLIC kiln
+                                  PRIVATE $<BUILD_INTERFACE:CUDA::cudart> $<BUILD_INTERFACE:CUDA::cublas>
+                                          $<BUILD_INTERFACE:CUDA::cublasLt>)
   # cuDNN 9 (fused attention, cuda/attention_cudnn.cpp): the C backend API.
   # CUDNN_ROOT (cache or environment) names an install to use alone, such as
   # the nvidia-cudnn-cu13 wheel's site-packages/nvidia/cudnn, which ships only
@@ -66,22 +74,16 @@ if(KILN_WITH_CUDA)
     message(FATAL_ERROR "kiln: cuDNN 9 or newer is needed, found major version '${_kiln_cudnn_major}' in "
                         "${KILN_CUDNN_INCLUDE_DIR}")
   endif()
-  target_include_directories(kiln PRIVATE ${KILN_CUDNN_INCLUDE_DIR})
-  target_link_libraries(kiln PRIVATE ${KILN_CUDNN_LIBRARY})
+  target_include_directories(kiln_cuda PRIVATE ${KILN_CUDNN_INCLUDE_DIR})
+  target_link_libraries(kiln_cuda PRIVATE $<BUILD_INTERFACE:${KILN_CUDNN_LIBRARY}>)
   message(STATUS "kiln: cuDNN ${_kiln_cudnn_major} at ${KILN_CUDNN_LIBRARY}")
-  # The target's options so far are for the C++ compiler (-Wall -Wextra):
-  # restrict them to CXX so nvcc does not see them, and give .cu files their own.
-  get_target_property(_kiln_opts kiln COMPILE_OPTIONS)
-  if(_kiln_opts)
-    set_target_properties(kiln PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CXX>:${_kiln_opts}>")
-  endif()
-  # No fast math on the device either (no --use_fast_math): kernels must match
-  # their CPU twins (core/cpu/) within the tolerances tests/cuda_test_util.h states.
-  target_compile_options(kiln PRIVATE
+  # The C++ warnings for the .cpp files; nvcc gets its own. No fast math on
+  # the device either (no --use_fast_math): kernels must match their CPU
+  # twins (core/cpu/) within the tolerances tests/cuda_test_util.h states.
+  target_compile_options(kiln_cuda PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${KILN_WARNINGS}>
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall -Xcompiler=-Wextra>)
-  set_target_properties(kiln PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
-  message(STATUS "kiln: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES})")
+  message(STATUS "kiln: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES}): libkiln_cuda")
 else()
-  target_sources(kiln PRIVATE cuda/stub.cpp)
   message(STATUS "kiln: CUDA backend OFF (built without CUDA)")
 endif()

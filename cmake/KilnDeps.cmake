@@ -7,9 +7,9 @@ find_package(nlohmann_json 3 REQUIRED)
 include(${CMAKE_CURRENT_LIST_DIR}/KilnFindLib.cmake)
 kiln_find_c_deps()
 
-# Linked privately: users of kiln::kiln do not see these headers.
+# Linked privately, in the build tree only: users of kiln::kiln see none of
+# these headers and need none of them to build (nlohmann_json, which public
+# headers include, is linked publicly as well: CMakeLists.txt).
 add_library(kiln_deps_private INTERFACE)
 target_link_libraries(kiln_deps_private INTERFACE
   Eigen3::Eigen nlohmann_json::nlohmann_json kiln::openblas kiln::utf8proc)
-install(TARGETS kiln_deps_private EXPORT kilnTargets)
-install(FILES ${CMAKE_CURRENT_LIST_DIR}/KilnFindLib.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)

@@ -4,7 +4,7 @@
 # source-build kit (tools/gpu_bundle.sh) usable on a machine with nothing but
 # a compiler, CMake and CUDA, where CMAKE_FIND_ROOT_PATH points into the kit.
 # Used for OpenBLAS, utf8proc and ISA-L (cmake/KilnDeps.cmake,
-# cmake/KilnTrainDeps.cmake) and again by an installed kiln's kilnConfig.cmake.
+# cmake/KilnTrainDeps.cmake).
 function(kiln_find_lib target)
   cmake_parse_arguments(ARG "" "HEADER" "NAMES;SUFFIXES" ${ARGN})
   if(TARGET ${target})

@@ -37,4 +37,4 @@ else()
 endif()
 set_target_properties(kiln_train_deps PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
-target_link_libraries(kiln PRIVATE kiln_train_deps)
+target_link_libraries(kiln PRIVATE $<BUILD_INTERFACE:kiln_train_deps>)

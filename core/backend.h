@@ -1,7 +1,8 @@
 // The device interface: the kernels every device provides. Ops (ops/) check
 // arguments, allocate outputs and record autograd; then call one of these on
 // backend(device). The CPU backend lives in core/cpu/, the CUDA one in cuda/;
-// without CUDA, backend(cuda) throws "built without CUDA".
+// without CUDA, backend(cuda) throws "built without CUDA". Internal: not
+// installed (the public API is ops/ops.h and cuda/cuda.h).
 //
 // Conventions for every kernel:
 //  - `out` is allocated by the caller with the final shape and dtype; inputs
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/random.h"  // PhiloxState
 #include "core/storage.h"
 #include "core/tensor.h"
 
@@ -36,12 +38,6 @@ enum class BinaryOp : uint8_t {
 bool is_comparison(BinaryOp op);
 
 enum class ReduceOp : uint8_t { Sum, Max, Min, Argmax };
-
-// Philox stream position for one random kernel call (Note [Random numbers]).
-struct PhiloxState {
-  uint64_t seed = 0;
-  uint64_t offset = 0;  // call counter: each kernel call uses its own
-};
 
 // How an index range check names what it checks, for its error message
 // "<op>: <entry> <v> at position <i> is out of range for <limit> <unit>":
@@ -252,10 +248,9 @@ inline void Backend::sdpa_backward(const Tensor&, const Tensor&, const Tensor&, 
 }
 
 // The backend for a device; kiln::Error "built without CUDA" (or "no CUDA
-// device") when it cannot exist.
+// device") when it cannot exist. CUDA's comes from libkiln_cuda through its
+// hooks (core/cuda_hooks.h, Note [Package layout] in core/components.h).
 Backend& backend(Device device);
 Backend& cpu_backend();
-// cuda/ registers its backend at start-up through this hook.
-void register_cuda_backend(Backend* (*factory)(int device_index));
 
 }  // namespace kiln

@@ -1,8 +1,10 @@
 // Devices: where a tensor's storage lives. CUDA is a backend behind one
-// interface (core/backend.h); a build without CUDA answers every CUDA request
-// with kiln::Error("... built without CUDA").
+// interface (core/backend.h, internal) in a library of its own; a build
+// without CUDA answers every CUDA request with kiln::Error("... built without
+// CUDA").
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 
@@ -30,7 +32,12 @@ inline constexpr Device kCPU{DeviceType::CPU, 0};
 
 std::ostream& operator<<(std::ostream& os, const Device& d);
 
-// True when this build has the CUDA backend compiled in (not whether a GPU is present).
+// True when the CUDA backend is there: kiln was built with it and its library
+// (libkiln_cuda.so) is loaded, which this call does on first use (Note
+// [Package layout] in core/components.h). Not whether a GPU is present.
 bool cuda_built();
+// Why not, when cuda_built() is false: "kiln was built without CUDA", or why
+// libkiln_cuda.so did not load (naming the missing file). "" otherwise.
+std::string cuda_unavailable_reason();
 
 }  // namespace kiln

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
+#include "kiln/core/error.h"
 
 namespace kiln {
 

@@ -17,9 +17,13 @@
 #include <cstdint>
 #include <mutex>
 
-#include "core/backend.h"
-
 namespace kiln {
+
+// Philox stream position for one random kernel call (Note [Random numbers]).
+struct PhiloxState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // call counter: each kernel call uses its own
+};
 
 // One Philox-4x32 block: 4 random 32-bit words for (counter, key), 10 rounds.
 inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {

@@ -14,7 +14,7 @@
 #include <functional>
 #include <memory>
 
-#include "core/device.h"
+#include "kiln/core/device.h"
 
 namespace kiln {
 

@@ -5,14 +5,15 @@
 // CPU memory are staged by the driver before cudaMemcpyAsync returns, so the
 // source may be reused at once (from pinned memory the stream is synchronised).
 //
-// Registered with the core at library load (register_cuda_backend): backend()
-// for a CUDA device then lands here, or says why there is no such device.
+// backend() for a CUDA device lands here through the hooks libkiln_cuda
+// registers as it loads (cuda/runtime.cpp), or says why there is no such device.
 #include <array>
 #include <mutex>
 
 #include "cuda/attention_cudnn.h"
 #include "cuda/cuda.h"
 #include "cuda/kernels.cuh"
+#include "cuda/runtime.h"
 
 namespace kiln::cuda {
 namespace {
@@ -207,7 +208,9 @@ class CudaBackend final : public Backend {
   int device_;
 };
 
-Backend* make_backend(int index) {
+}  // namespace
+
+Backend& detail::cuda_backend(int index) {
   static std::mutex mutex;
   static std::array<CudaBackend*, kMaxDevices> backends{};  // never destroyed, like the allocators
   const int count = device_count();
@@ -216,13 +219,7 @@ Backend* make_backend(int index) {
   std::lock_guard<std::mutex> lock(mutex);
   CudaBackend*& b = backends[static_cast<size_t>(index)];
   if (!b) b = new CudaBackend(index);
-  return b;
+  return *b;
 }
 
-struct Registrar {
-  Registrar() { register_cuda_backend(&make_backend); }
-};
-const Registrar registrar;
-
-}  // namespace
 }  // namespace kiln::cuda

@@ -6,7 +6,9 @@
 //
 // It names no CUDA type and compiles in every build. Without CUDA,
 // device_count() is 0, is_available() false, and every other call is a
-// kiln::Error "... built without CUDA" (cuda/stub.cpp).
+// kiln::Error "... built without CUDA". libkiln defines these calls and
+// forwards them to the CUDA backend's library, loading it on first use
+// (core/cuda_hooks.cpp, Note [Package layout] in core/components.h).
 #pragma once
 
 #include <cstddef>
@@ -14,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/memory/caching_allocator.h"
-#include "core/tensor.h"
-#include "cuda/stream.h"
+#include "kiln/core/memory/allocator_stats.h"
+#include "kiln/core/tensor.h"
+#include "kiln/cuda/stream.h"
 
 namespace kiln::cuda {
 

@@ -24,6 +24,7 @@
 
 #include "core/memory/device_memory.h"
 #include "cuda/cuda_check.h"
+#include "cuda/runtime.h"
 
 namespace kiln::memory {
 namespace {
@@ -190,13 +191,17 @@ class CudaPinnedHostMemory final : public DeviceMemory {
 };
 
 }  // namespace
-
-std::unique_ptr<DeviceMemory> make_cuda_device_memory(int device_index) {
-  return std::make_unique<CudaDeviceMemory>(device_index);
-}
-
-std::unique_ptr<DeviceMemory> make_cuda_pinned_host_memory() {
-  return std::make_unique<CudaPinnedHostMemory>();
-}
-
 }  // namespace kiln::memory
+
+namespace kiln::cuda {
+
+// memory::make_cuda_device_memory / make_cuda_pinned_host_memory (core/memory/device_memory.h) land here.
+std::unique_ptr<memory::DeviceMemory> CudaRuntime::make_device_memory(int device_index) {
+  return std::make_unique<memory::CudaDeviceMemory>(device_index);
+}
+
+std::unique_ptr<memory::DeviceMemory> CudaRuntime::make_pinned_host_memory() {
+  return std::make_unique<memory::CudaPinnedHostMemory>();
+}
+
+}  // namespace kiln::cuda

@@ -66,6 +66,7 @@
 #include "cuda/cuda.h"
 #include "cuda/kernels.cuh"
 #include "cuda/lru_cache.h"
+#include "cuda/runtime.h"
 
 namespace kiln::cuda {
 namespace {
@@ -299,8 +300,8 @@ std::shared_ptr<Plan> make_plan(const Problem& p) {
 
 }  // namespace
 
-void set_allow_tf32(bool allow) { tf32_flag().store(allow); }
-bool allow_tf32() { return tf32_flag().load(); }
+void CudaRuntime::set_allow_tf32(bool allow) { tf32_flag().store(allow); }
+bool CudaRuntime::allow_tf32() { return tf32_flag().load(); }
 
 namespace kernels {
 namespace {
@@ -321,7 +322,7 @@ bool lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Epilog
              shape_str(out.sizes()), " with K=", p.K);
   const Tensor ta = as_operand(a, p.dt, p.va), tb = as_operand(b, p.dt, p.vb);
   p.device = out.device().index;
-  p.tf32 = p.dt == DType::Float32 && allow_tf32();
+  p.tf32 = p.dt == DType::Float32 && tf32_flag().load();
   p.align_a = alignment_of(tb.raw_data());
   p.align_b = alignment_of(ta.raw_data());
   p.align_c = alignment_of(out.raw_data());

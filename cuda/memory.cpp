@@ -2,15 +2,16 @@
 // Note [Caching allocator]) over cuda_device_memory.cpp, allocating on the
 // current stream (Note [Current stream]); the pinned-host caching allocator;
 // record_stream; and kiln::cuda::copy (synchronous and asynchronous copies in
-// every direction). See cuda/cuda.h for the contracts.
+// every direction): CudaRuntime's (cuda/runtime.h), which the calls of
+// cuda/cuda.h forward to. See cuda/cuda.h for the contracts.
 #include <array>
 #include <cstdio>
 #include <exception>
 #include <mutex>
 
 #include "core/memory/pinned_host.h"
-#include "cuda/cuda.h"
 #include "cuda/kernels.cuh"
+#include "cuda/runtime.h"
 
 namespace kiln::cuda {
 namespace {
@@ -86,12 +87,12 @@ Allocator& device_allocator(int device) { return allocator_of(device); }
 
 // ---- statistics and cache ----------------------------------------------------------
 
-memory::AllocatorStats memory_stats(int device) { return allocator_of(resolve(device)).core().stats(); }
-std::string memory_summary(int device) { return allocator_of(resolve(device)).core().memory_summary(); }
-void reset_peak_memory_stats(int device) { allocator_of(resolve(device)).core().reset_peak_stats(); }
-void empty_cache(int device) { allocator_of(resolve(device)).core().empty_cache(); }
+memory::AllocatorStats CudaRuntime::memory_stats(int device) { return allocator_of(resolve(device)).core().stats(); }
+std::string CudaRuntime::memory_summary(int device) { return allocator_of(resolve(device)).core().memory_summary(); }
+void CudaRuntime::reset_peak_memory_stats(int device) { allocator_of(resolve(device)).core().reset_peak_stats(); }
+void CudaRuntime::empty_cache(int device) { allocator_of(resolve(device)).core().empty_cache(); }
 
-bool is_pinned(const Tensor& t) {
+bool CudaRuntime::is_pinned(const Tensor& t) {
   if (!t.defined() || !t.device().is_cpu() || !t.storage()->data()) return false;
   cudaPointerAttributes attr{};
   const cudaError_t err = cudaPointerGetAttributes(&attr, t.storage()->data());
@@ -102,7 +103,7 @@ bool is_pinned(const Tensor& t) {
   return attr.type == cudaMemoryTypeHost;
 }
 
-void record_stream(const Tensor& t, const Stream& stream) {
+void CudaRuntime::record_stream(const Tensor& t, const Stream& stream) {
   KILN_CHECK(t.defined(), "record_stream: undefined tensor");
   void* base = t.storage()->data();
   if (!base) return;
@@ -116,7 +117,7 @@ void record_stream(const Tensor& t, const Stream& stream) {
   pinned().record_stream(base, stream_id(stream));
 }
 
-Tensor empty_pinned(const Shape& sizes, DType dtype) {
+Tensor CudaRuntime::empty_pinned(const Shape& sizes, DType dtype) {
   const size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * element_size(dtype);
   void* ptr = pinned().allocate(nbytes);
   std::shared_ptr<void> owner(ptr, [](void* p) { free_in_deleter(pinned(), p); });
@@ -124,7 +125,7 @@ Tensor empty_pinned(const Shape& sizes, DType dtype) {
   return make_tensor(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype);
 }
 
-Tensor pin_memory(const Tensor& t) {
+Tensor CudaRuntime::pin_memory(const Tensor& t) {
   KILN_CHECK(t.defined() && t.device().is_cpu(), "pin_memory: expected a CPU tensor, got ",
              t.defined() ? t.str() : std::string("an undefined tensor"));
   Tensor out = empty_pinned(t.sizes(), t.dtype());
@@ -132,11 +133,11 @@ Tensor pin_memory(const Tensor& t) {
   return out;
 }
 
-memory::AllocatorStats pinned_memory_stats() { return pinned().stats(); }
+memory::AllocatorStats CudaRuntime::pinned_memory_stats() { return pinned().stats(); }
 
 // ---- copies ----------------------------------------------------------------------
 
-void copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
+void CudaRuntime::copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
   check_copy_operands(dst, src);
   const size_t nbytes = static_cast<size_t>(dst.numel()) * dst.element_size();
   if (nbytes == 0) return;

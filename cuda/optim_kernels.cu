@@ -36,7 +36,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cuda/cuda.h"
+#include "cuda/runtime.h"
 #include "cuda/kernels.cuh"
 
 namespace kiln::cuda {
@@ -321,10 +321,10 @@ void dispatch_f32_f64(DType dt, const char* fn, F&& f) {
 
 }  // namespace
 
-void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                        const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
-                        double eps) {
+void CudaRuntime::multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                                     const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1,
+                                     double beta2, double eps) {
   const size_t n = params.size();
   KILN_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
              "multi_tensor_adamw: the lists differ in length");
@@ -356,10 +356,10 @@ void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Ten
   });
 }
 
-void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                       const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
-                       double eps, bool bias_correction) {
+void CudaRuntime::multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                    const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                                    const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1,
+                                    double beta2, double eps, bool bias_correction) {
   const size_t n = params.size();
   KILN_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
              "multi_tensor_lamb: the lists differ in length");
@@ -403,7 +403,7 @@ void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tens
   });
 }
 
-double multi_tensor_norm(const std::vector<Tensor>& tensors, double norm_type) {
+double CudaRuntime::multi_tensor_norm(const std::vector<Tensor>& tensors, double norm_type) {
   KILN_CHECK(norm_type == 2.0 || std::isinf(norm_type), "multi_tensor_norm: norm_type must be 2 or infinity, got ",
              norm_type);
   if (tensors.empty()) return 0.0;
@@ -434,7 +434,7 @@ double multi_tensor_norm(const std::vector<Tensor>& tensors, double norm_type) {
   return std::isinf(norm_type) ? result : std::sqrt(result);
 }
 
-bool multi_tensor_all_finite(const std::vector<Tensor>& tensors) {
+bool CudaRuntime::multi_tensor_all_finite(const std::vector<Tensor>& tensors) {
   std::vector<Tensor> floating;
   for (const Tensor& t : tensors)
     if (t.defined() && t.numel() > 0 && is_floating(t.dtype())) floating.push_back(t);

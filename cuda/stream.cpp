@@ -1,11 +1,12 @@
 // Streams, events, the current stream per (thread, device), device queries
-// and DeviceGuard (cuda/stream.h, cuda/cuda.h, cuda/kernels.cuh). Every CUDA
+// (CudaRuntime's, cuda/runtime.h: the public calls of cuda/stream.h and
+// cuda/cuda.h forward here) and DeviceGuard (cuda/kernels.cuh). Every CUDA
 // call is checked: failures are kiln::Error naming the call, file and line.
 #include <array>
 #include <mutex>
 
-#include "cuda/cuda.h"
 #include "cuda/kernels.cuh"
+#include "cuda/runtime.h"
 
 namespace kiln::cuda {
 namespace {
@@ -29,7 +30,7 @@ thread_local CurrentStreams t_current;
 
 // ---- devices ------------------------------------------------------------------
 
-int device_count() {
+int CudaRuntime::device_count() {
   static const int count = [] {
     int n = 0;
     const cudaError_t err = cudaGetDeviceCount(&n);
@@ -42,23 +43,21 @@ int device_count() {
   return count;
 }
 
-bool is_available() { return device_count() > 0; }
-
-int current_device() {
+int CudaRuntime::current_device() {
   int d = 0;
   KILN_CUDA_CHECK(cudaGetDevice(&d));
   return d;
 }
 
-void set_device(int device) { KILN_CUDA_CHECK(cudaSetDevice(device)); }
+void CudaRuntime::set_device(int device) { KILN_CUDA_CHECK(cudaSetDevice(device)); }
 
-std::string device_name(int device) {
+std::string CudaRuntime::device_name(int device) {
   cudaDeviceProp prop{};
   KILN_CUDA_CHECK(cudaGetDeviceProperties(&prop, resolve(device)));
   return prop.name;
 }
 
-void synchronize(int device) {
+void CudaRuntime::synchronize(int device) {
   const int d = resolve(device);
   detail::DeviceGuard guard(d);
   KILN_CUDA_CHECK(cudaDeviceSynchronize());
@@ -98,13 +97,13 @@ int sm_count(int device) {
 
 // ---- streams -------------------------------------------------------------------
 
-Stream Stream::default_stream(int device) {
+Stream CudaRuntime::default_stream(int device) {
   Stream s;
   s.device_ = resolve(device);
   return s;
 }
 
-Stream Stream::create(int device, bool high_priority) {
+Stream CudaRuntime::stream_create(int device, bool high_priority) {
   Stream s;
   s.device_ = resolve(device);
   detail::DeviceGuard guard(s.device_);
@@ -118,16 +117,16 @@ Stream Stream::create(int device, bool high_priority) {
   return s;
 }
 
-Stream Stream::wrap(void* cuda_stream, int device) {
+Stream CudaRuntime::stream_wrap(void* cuda_stream, int device) {
   Stream s;
   s.device_ = resolve(device);
   s.handle_ = cuda_stream;
   return s;
 }
 
-bool Stream::query() const {
-  detail::DeviceGuard guard(device_);
-  const cudaError_t err = cudaStreamQuery(static_cast<cudaStream_t>(handle_));
+bool CudaRuntime::stream_query(const Stream& s) {
+  detail::DeviceGuard guard(s.device_);
+  const cudaError_t err = cudaStreamQuery(static_cast<cudaStream_t>(s.handle_));
   if (err == cudaSuccess) return true;
   if (err == cudaErrorNotReady) {
     (void)cudaGetLastError();
@@ -136,37 +135,27 @@ bool Stream::query() const {
   cuda_fail(err, "cudaStreamQuery(stream)", __FILE__, __LINE__);
 }
 
-void Stream::synchronize() const {
-  detail::DeviceGuard guard(device_);
-  KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+void CudaRuntime::stream_synchronize(const Stream& s) {
+  detail::DeviceGuard guard(s.device_);
+  KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(s.handle_)));
 }
 
-void Stream::wait(const Event& event) const {
-  if (!event.recorded()) return;
-  detail::DeviceGuard guard(device_);
-  KILN_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(handle_), static_cast<cudaEvent_t>(event.handle()), 0));
+void CudaRuntime::stream_wait(const Stream& s, const Event& event) {
+  if (!event_recorded(event)) return;
+  detail::DeviceGuard guard(s.device_);
+  KILN_CUDA_CHECK(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(s.handle_), static_cast<cudaEvent_t>(event_handle(event)), 0));
 }
 
-Stream current_stream(int device) {
+Stream CudaRuntime::current_stream(int device) {
   const int d = resolve(device);
-  return t_current.set[static_cast<size_t>(d)] ? t_current.stream[static_cast<size_t>(d)] : Stream::default_stream(d);
+  return t_current.set[static_cast<size_t>(d)] ? t_current.stream[static_cast<size_t>(d)] : default_stream(d);
 }
 
-void set_current_stream(const Stream& stream) {
+void CudaRuntime::set_current_stream(const Stream& stream) {
   const size_t d = static_cast<size_t>(resolve(stream.device()));
   t_current.stream[d] = stream;
   t_current.set[d] = true;
-}
-
-StreamGuard::StreamGuard(const Stream& stream)
-    : previous_(current_stream(stream.device())), previous_device_(current_device()) {
-  set_device(stream.device());
-  set_current_stream(stream);
-}
-
-StreamGuard::~StreamGuard() {
-  set_current_stream(previous_);
-  (void)cudaSetDevice(previous_device_);
 }
 
 // ---- events ---------------------------------------------------------------------
@@ -180,25 +169,29 @@ struct Event::Impl {
   }
 };
 
-Event::Event(bool timing) : impl_(std::make_shared<Impl>()) { impl_->timing = timing; }
-
-void Event::record(const Stream& stream) {
-  if (!impl_->event) {
-    detail::DeviceGuard guard(stream.device());
-    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->event, impl_->timing ? cudaEventDefault : cudaEventDisableTiming));
-    impl_->device = stream.device();
-  }
-  KILN_CHECK(impl_->device == stream.device(), "Event::record: the event belongs to cuda:", impl_->device,
-             ", the stream to cuda:", stream.device());
-  detail::DeviceGuard guard(stream.device());
-  KILN_CUDA_CHECK(cudaEventRecord(impl_->event, static_cast<cudaStream_t>(stream.handle())));
+std::shared_ptr<Event::Impl> CudaRuntime::event_create(bool timing) {
+  auto impl = std::make_shared<Event::Impl>();
+  impl->timing = timing;
+  return impl;
 }
 
-void Event::record() { record(current_stream()); }
+void CudaRuntime::event_record(Event& e, const Stream& stream) {
+  Event::Impl* impl = e.impl_.get();
+  if (!impl->event) {
+    detail::DeviceGuard guard(stream.device());
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&impl->event, impl->timing ? cudaEventDefault : cudaEventDisableTiming));
+    impl->device = stream.device();
+  }
+  KILN_CHECK(impl->device == stream.device(), "Event::record: the event belongs to cuda:", impl->device,
+             ", the stream to cuda:", stream.device());
+  detail::DeviceGuard guard(stream.device());
+  KILN_CUDA_CHECK(cudaEventRecord(impl->event, static_cast<cudaStream_t>(stream.handle())));
+}
 
-bool Event::query() const {
-  if (!impl_->event) return true;
-  const cudaError_t err = cudaEventQuery(impl_->event);
+bool CudaRuntime::event_query(const Event& e) {
+  const Event::Impl* impl = e.impl_.get();
+  if (!impl->event) return true;
+  const cudaError_t err = cudaEventQuery(impl->event);
   if (err == cudaSuccess) return true;
   if (err == cudaErrorNotReady) {
     (void)cudaGetLastError();
@@ -207,19 +200,20 @@ bool Event::query() const {
   cuda_fail(err, "cudaEventQuery(event)", __FILE__, __LINE__);
 }
 
-void Event::synchronize() const {
-  if (impl_->event) KILN_CUDA_CHECK(cudaEventSynchronize(impl_->event));
+void CudaRuntime::event_synchronize(const Event& e) {
+  if (e.impl_->event) KILN_CUDA_CHECK(cudaEventSynchronize(e.impl_->event));
 }
 
-float Event::elapsed_ms(const Event& end) const {
-  KILN_CHECK(impl_->event && end.impl_->event, "Event::elapsed_ms: both events must have been recorded");
-  KILN_CHECK(impl_->timing && end.impl_->timing, "Event::elapsed_ms: both events must be created with timing = true");
+float CudaRuntime::event_elapsed_ms(const Event& start, const Event& end) {
+  const Event::Impl* impl = start.impl_.get();
+  KILN_CHECK(impl->event && end.impl_->event, "Event::elapsed_ms: both events must have been recorded");
+  KILN_CHECK(impl->timing && end.impl_->timing, "Event::elapsed_ms: both events must be created with timing = true");
   float ms = 0.f;
-  KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, impl_->event, end.impl_->event));
+  KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, impl->event, end.impl_->event));
   return ms;
 }
 
-bool Event::recorded() const { return impl_->event != nullptr; }
-void* Event::handle() const { return impl_->event; }
+bool CudaRuntime::event_recorded(const Event& e) { return e.impl_->event != nullptr; }
+void* CudaRuntime::event_handle(const Event& e) { return e.impl_->event; }
 
 }  // namespace kiln::cuda

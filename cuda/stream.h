@@ -13,8 +13,10 @@
 // reads it.
 //
 // This header names no CUDA type, so it compiles in builds without CUDA too;
-// there every call is a kiln::Error "... built without CUDA" (cuda/stub.cpp).
-// Handles are cudaStream_t / cudaEvent_t behind void*.
+// there every call is a kiln::Error "... built without CUDA". Handles are
+// cudaStream_t / cudaEvent_t behind void*. libkiln defines these calls and
+// forwards them to the CUDA backend's library (core/cuda_hooks.cpp, Note
+// [Package layout] in core/components.h).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,10 @@
 namespace kiln::cuda {
 
 class Event;
+class CudaRuntime;  // the CUDA backend's implementation (cuda/runtime.h, internal)
+namespace detail {
+class CudaHooks;  // its interface (core/cuda_hooks.h, internal)
+}  // namespace detail
 
 class Stream {
  public:
@@ -51,6 +57,7 @@ class Stream {
   bool operator!=(const Stream& o) const { return !(*this == o); }
 
  private:
+  friend class CudaRuntime;
   int device_ = 0;
   void* handle_ = nullptr;
   std::shared_ptr<void> owner_;  // set for streams made by create()
@@ -73,7 +80,9 @@ class Event {
   void* handle() const;         // cudaEvent_t, or nullptr before the first record
 
  private:
-  struct Impl;
+  friend class CudaRuntime;
+  friend class detail::CudaHooks;
+  struct Impl;  // defined by the CUDA backend (cuda/stream.cpp)
   std::shared_ptr<Impl> impl_;
 };
 

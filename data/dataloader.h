@@ -56,10 +56,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
-#include "data/dataset.h"
-#include "data/loader_run.h"
-#include "data/sampler.h"
+#include "kiln/core/error.h"
+#include "kiln/data/dataset.h"
+#include "kiln/data/loader_run.h"
+#include "kiln/data/sampler.h"
 
 namespace kiln::data {
 

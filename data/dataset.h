@@ -26,8 +26,8 @@
 #include <functional>
 #include <utility>
 
-#include "core/error.h"
-#include "core/random.h"
+#include "kiln/core/error.h"
+#include "kiln/core/random.h"
 
 namespace kiln::data {
 

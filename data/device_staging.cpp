@@ -25,7 +25,7 @@ cuda::Stream copy_stream(int device) {
 
 void check_staging_device(Device device) {
   if (device.is_cpu()) return;
-  KILN_CHECK(cuda_built(), "DataLoader staging for ", device.str(), ": kiln was built without CUDA");
+  KILN_CHECK(cuda_built(), "DataLoader staging for ", device.str(), ": ", cuda_unavailable_reason());
   KILN_CHECK(device.index >= 0 && device.index < cuda::device_count(), "DataLoader staging for ", device.str(),
              ": no such CUDA device (", cuda::device_count(), " visible)");
 }

@@ -39,8 +39,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/device.h"
-#include "core/tensor.h"
+#include "kiln/core/device.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln::data {
 

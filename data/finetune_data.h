@@ -49,8 +49,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "data/tokenizer/bert_tokenizer.h"
+#include "kiln/core/tensor.h"
+#include "kiln/data/tokenizer/bert_tokenizer.h"
 
 namespace kiln::data {
 

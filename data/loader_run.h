@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
-#include "core/random.h"
-#include "data/dataset.h"
+#include "kiln/core/error.h"
+#include "kiln/core/random.h"
+#include "kiln/data/dataset.h"
 
 namespace kiln::data::detail {
 

@@ -62,10 +62,10 @@
 #include <string_view>
 #include <vector>
 
-#include "core/random.h"
-#include "core/tensor.h"
-#include "data/corpus.h"
-#include "data/dataset.h"
+#include "kiln/core/random.h"
+#include "kiln/core/tensor.h"
+#include "kiln/data/corpus.h"
+#include "kiln/data/dataset.h"
 
 namespace kiln::data {
 

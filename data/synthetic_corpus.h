@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
-#include "data/pretraining.h"
-#include "data/tokenizer/bert_tokenizer.h"
+#include "kiln/data/corpus.h"
+#include "kiln/data/pretraining.h"
+#include "kiln/data/tokenizer/bert_tokenizer.h"
 
 namespace kiln::data {
 

@@ -60,8 +60,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/process_group.h"
-#include "nn/module.h"
+#include "kiln/dist/process_group.h"
+#include "kiln/nn/module.h"
 
 namespace kiln::dist {
 

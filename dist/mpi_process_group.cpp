@@ -4,27 +4,26 @@
 // MPI_COMM_WORLD) and completed by Work::wait() polling MPI_Test against the
 // timeout (Note [Collective timeout]). MPI errors are returned, not fatal
 // (MPI_ERRORS_RETURN), and become kiln::Error naming the collective.
-// Also MPI's start-up and shut-down (dist/mpi_runtime.h).
+// Also MPI's start-up and shut-down (the contracts of dist/mpi_runtime.h).
 //
-// Built without MPI (KILN_MPI=OFF, cmake/KilnDist.cmake), the end of this
-// file stands in: asking for the mpi group, or starting under mpirun, is a
-// kiln::Error "built without MPI"; one process ("single") and a one-process
-// NCCL group work as ever.
-#include "dist/mpi_runtime.h"
-#include "dist/process_group.h"
-
-#if defined(KILN_WITH_MPI)
+// Part of libkiln_dist, built with MPI only (KILN_MPI, cmake/KilnDist.cmake):
+// it hands libkiln its MPI hooks (dist/dist_hooks.h) as the library loads
+// (Note [Package layout] in core/components.h). Without it, asking for the
+// mpi group, or starting under mpirun, is a kiln::Error "built without MPI";
+// one process ("single") and a one-process NCCL group work as ever.
 #include <mpi.h>
 
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 
+#include "dist/dist_hooks.h"
+#include "dist/process_group.h"
+
 namespace kiln::dist {
-namespace detail {
 namespace {
+
 bool g_kiln_initialised = false;  // mpi_initialize() called MPI_Init_thread
-}  // namespace
 
 void mpi_initialize() {
   int initialised = 0;
@@ -49,14 +48,10 @@ void mpi_finalize() {
   if (g_kiln_initialised && mpi_is_running()) MPI_Finalize();
 }
 
-void mpi_abort(int code) {
+[[noreturn]] void mpi_abort(int code) {
   if (mpi_is_running()) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
-
-}  // namespace detail
-
-namespace {
 
 [[noreturn]] void mpi_fail(int rc, const std::string& what) {
   char text[MPI_MAX_ERROR_STRING] = {0};
@@ -166,7 +161,7 @@ class MpiProcessGroup final : public ProcessGroup {
 
   void do_shutdown(bool abandon) override {
     // With a request possibly in flight the communicator is left to MPI_Abort.
-    if (!abandon && comm_ != MPI_COMM_NULL && detail::mpi_is_running()) MPI_Comm_free(&comm_);
+    if (!abandon && comm_ != MPI_COMM_NULL && mpi_is_running()) MPI_Comm_free(&comm_);
     comm_ = MPI_COMM_NULL;
   }
 
@@ -180,10 +175,8 @@ class MpiProcessGroup final : public ProcessGroup {
   MPI_Comm comm_;
 };
 
-}  // namespace
-
-ProcessGroupPtr new_mpi_group(double timeout_seconds) {
-  KILN_CHECK(detail::mpi_is_running(), "new_mpi_group: MPI is not initialised (call init_process_group first)");
+ProcessGroupPtr make_mpi_group(double timeout_seconds) {
+  KILN_CHECK(mpi_is_running(), "new_mpi_group: MPI is not initialised (call init_process_group first)");
   MPI_Comm comm = MPI_COMM_NULL;
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   if (rc != MPI_SUCCESS) mpi_fail(rc, "new_mpi_group: MPI_Comm_dup");
@@ -195,37 +188,19 @@ ProcessGroupPtr new_mpi_group(double timeout_seconds) {
                                            timeout_seconds > 0 ? timeout_seconds : default_timeout_seconds());
 }
 
-}  // namespace kiln::dist
+class MpiHooksImpl final : public detail::MpiHooks {
+ public:
+  void initialize() override { mpi_initialize(); }
+  void finalize() override { mpi_finalize(); }
+  [[noreturn]] void abort(int code) override { mpi_abort(code); }
+  bool is_running() override { return mpi_is_running(); }
+  ProcessGroupPtr new_group(double timeout_seconds) override { return make_mpi_group(timeout_seconds); }
+};
 
-#else  // built without MPI
+struct Registrar {
+  Registrar() { detail::register_mpi_hooks(new MpiHooksImpl); }  // never freed: used until exit
+};
+const Registrar registrar;
 
-#include <cstdlib>
-
-namespace kiln::dist {
-namespace detail {
-void mpi_initialize() {
-  fail("this kiln was built without MPI (KILN_MPI=OFF): the mpi process group and runs under mpirun are "
-       "unavailable; rebuild with -DKILN_MPI=ON (libopenmpi-dev)");
-}
-bool mpi_is_running() { return false; }
-void mpi_finalize() {}
-void mpi_abort(int code) { std::_Exit(code); }
-}  // namespace detail
-
-ProcessGroupPtr new_mpi_group(double) {
-  detail::mpi_initialize();
-  return nullptr;
-}
-}  // namespace kiln::dist
-
-#endif  // KILN_WITH_MPI
-
-namespace kiln::dist {
-bool built_with_mpi() {
-#if defined(KILN_WITH_MPI)
-  return true;
-#else
-  return false;
-#endif
-}
+}  // namespace
 }  // namespace kiln::dist

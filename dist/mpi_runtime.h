@@ -1,5 +1,7 @@
-// Internal to dist/: MPI start-up and shut-down, shared by the process groups
-// (dist/mpi_process_group.cpp implements it). No mpi.h here.
+// Internal to dist/: MPI start-up and shut-down, shared by the process groups.
+// No mpi.h here: libkiln defines these (dist/process_group.cpp) over the MPI
+// hooks of libkiln_dist (dist/dist_hooks.h); without them mpi_initialize()
+// is the error "built without MPI", the others do nothing (mpi_abort exits).
 #pragma once
 
 namespace kiln::dist::detail {

@@ -1,5 +1,5 @@
 // The "nccl" process group: collectives on CUDA memory over NCCL (2.x), for
-// builds with the CUDA backend and NCCL (KILN_WITH_NCCL, cmake/KilnDist.cmake).
+// builds with the CUDA backend and NCCL (cmake/KilnDist.cmake).
 //
 // Bootstrap: rank 0 makes the NCCL unique id and broadcasts it over the
 // bootstrap group (mpi under mpirun, single otherwise), so `mpirun -H a,b ...`
@@ -17,12 +17,11 @@
 // tensors (ProcessGroup checks device()); the raw forms take device pointers
 // (`kiln bench allreduce`).
 //
-// Without NCCL this file only says so: new_nccl_group() throws "built without
-// CUDA" (or "built without NCCL" in a CUDA build that found no NCCL).
-#include "dist/process_group.h"
-
-#if defined(KILN_WITH_CUDA) && defined(KILN_WITH_NCCL)
-
+// Part of libkiln_dist, built with CUDA and NCCL only (KILN_NCCL,
+// cmake/KilnDist.cmake): it hands libkiln its NCCL hooks (dist/dist_hooks.h)
+// as the library loads (Note [Package layout] in core/components.h). Without
+// it, new_nccl_group() throws "built without CUDA" (or "built without NCCL"
+// in a CUDA build that found no NCCL).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -32,6 +31,8 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/stream.h"
+#include "dist/dist_hooks.h"
+#include "dist/process_group.h"
 
 namespace kiln::dist {
 namespace {
@@ -275,36 +276,27 @@ void NcclProcessGroup::do_shutdown(bool abandon) {
   stream_ = nullptr;
 }
 
-}  // namespace
-
-bool nccl_built() { return true; }
-
-std::string nccl_version() {
+std::string version_of_nccl() {
   int v = 0;
   if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
   // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
-ProcessGroupPtr new_nccl_group(const ProcessGroupPtr& bootstrap, int device, double timeout_seconds) {
-  KILN_CHECK(bootstrap != nullptr, "new_nccl_group: no bootstrap process group");
-  return std::make_shared<NcclProcessGroup>(bootstrap, device,
-                                            timeout_seconds > 0 ? timeout_seconds : default_timeout_seconds());
-}
+class NcclHooksImpl final : public detail::NcclHooks {
+ public:
+  ProcessGroupPtr new_group(const ProcessGroupPtr& bootstrap, int device, double timeout_seconds) override {
+    KILN_CHECK(bootstrap != nullptr, "new_nccl_group: no bootstrap process group");
+    return std::make_shared<NcclProcessGroup>(bootstrap, device,
+                                              timeout_seconds > 0 ? timeout_seconds : default_timeout_seconds());
+  }
+  std::string version() override { return version_of_nccl(); }
+};
 
+struct Registrar {
+  Registrar() { detail::register_nccl_hooks(new NcclHooksImpl); }  // never freed: used until exit
+};
+const Registrar registrar;
+
+}  // namespace
 }  // namespace kiln::dist
-
-#else  // no NCCL in this build
-
-namespace kiln::dist {
-
-bool nccl_built() { return false; }
-std::string nccl_version() { return ""; }
-
-ProcessGroupPtr new_nccl_group(const ProcessGroupPtr&, int, double) {
-  fail("nccl process group: ", cuda_built() ? "built without NCCL" : "built without CUDA");
-}
-
-}  // namespace kiln::dist
-
-#endif

@@ -1,9 +1,12 @@
 // The backend-independent half of ProcessGroup: argument checks, the tensor
 // forms of the collectives (on top of the raw ones), Work's polling loop
 // against the timeout (Note [Collective timeout]), the world-size-1 "single"
-// group, and the process-wide default group (init / destroy / abort).
+// group, the process-wide default group (init / destroy / abort), and the
+// calls that reach the mpi and nccl groups of libkiln_dist through its hooks
+// (dist/dist_hooks.h, Note [Package layout] in core/components.h).
 #include "dist/process_group.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +16,8 @@
 #include <thread>
 
 #include "autograd/grad_mode.h"
+#include "core/components.h"
+#include "dist/dist_hooks.h"
 #include "dist/mpi_runtime.h"
 
 namespace kiln::dist {
@@ -279,6 +284,86 @@ int local_rank() {
   return 0;
 }
 
+// ---- the mpi and nccl groups of libkiln_dist ------------------------------------
+
+namespace detail {
+namespace {
+
+using kiln::detail::Component;
+
+std::atomic<MpiHooks*> g_mpi{nullptr};
+std::atomic<NcclHooks*> g_nccl{nullptr};
+
+// The hooks of `c` (Mpi or Nccl), loading libkiln_dist on the first call
+// when this kiln was built with c; nullptr when there are none.
+template <typename Hooks>
+Hooks* hooks_of(std::atomic<Hooks*>& registered, Component c) {
+  if (Hooks* h = registered.load(std::memory_order_acquire)) return h;
+  if (!kiln::detail::component_built(c)) return nullptr;
+  (void)kiln::detail::load_component(c);
+  return registered.load(std::memory_order_acquire);
+}
+MpiHooks* mpi_hooks() { return hooks_of(g_mpi, Component::Mpi); }
+NcclHooks* nccl_hooks() { return hooks_of(g_nccl, Component::Nccl); }
+
+// Why there are no hooks of `c`, given that this kiln was built with it.
+std::string load_failure(Component c, const char* what) {
+  const std::string err = kiln::detail::load_component(c);
+  if (!err.empty()) return kiln::detail::str_cat("kiln was built with ", what, ", but libkiln_dist.so did not load: ", err);
+  return kiln::detail::str_cat("libkiln_dist.so loaded but registered no ", what,
+                               " process group (is it from another kiln build?)");
+}
+
+MpiHooks& require_mpi() {
+  if (MpiHooks* h = mpi_hooks()) return *h;
+  if (!kiln::detail::component_built(Component::Mpi))
+    fail("this kiln was built without MPI (KILN_MPI=OFF): the mpi process group and runs under mpirun are "
+         "unavailable; rebuild with -DKILN_MPI=ON (libopenmpi-dev)");
+  fail(load_failure(Component::Mpi, "MPI"));
+}
+
+// "built without NCCL" / "built without CUDA", or why libkiln_dist did not load.
+std::string nccl_missing() {
+  if (!kiln::detail::component_built(Component::Nccl))
+    return kiln::detail::component_built(Component::Cuda) ? "built without NCCL" : "built without CUDA";
+  return load_failure(Component::Nccl, "NCCL");
+}
+
+}  // namespace
+
+void register_mpi_hooks(MpiHooks* hooks) { g_mpi.store(hooks, std::memory_order_release); }
+void register_nccl_hooks(NcclHooks* hooks) { g_nccl.store(hooks, std::memory_order_release); }
+
+// Shutting down and aborting never load libkiln_dist: if it is not loaded, kiln did not start MPI.
+void mpi_initialize() { require_mpi().initialize(); }
+void mpi_finalize() {
+  if (MpiHooks* h = g_mpi.load(std::memory_order_acquire)) h->finalize();
+}
+void mpi_abort(int code) {
+  if (MpiHooks* h = g_mpi.load(std::memory_order_acquire)) h->abort(code);
+  std::_Exit(code);
+}
+bool mpi_is_running() {
+  MpiHooks* h = g_mpi.load(std::memory_order_acquire);
+  return h != nullptr && h->is_running();
+}
+
+}  // namespace detail
+
+ProcessGroupPtr new_mpi_group(double timeout_seconds) { return detail::require_mpi().new_group(timeout_seconds); }
+bool built_with_mpi() { return detail::mpi_hooks() != nullptr; }
+
+ProcessGroupPtr new_nccl_group(const ProcessGroupPtr& bootstrap, int device, double timeout_seconds) {
+  detail::NcclHooks* h = detail::nccl_hooks();
+  if (!h) fail("nccl process group: ", detail::nccl_missing());
+  return h->new_group(bootstrap, device, timeout_seconds);
+}
+bool nccl_built() { return detail::nccl_hooks() != nullptr; }
+std::string nccl_version() {
+  detail::NcclHooks* h = detail::nccl_hooks();
+  return h ? h->version() : "";
+}
+
 // ---- the default group --------------------------------------------------------
 
 namespace {
@@ -330,7 +415,7 @@ ProcessGroupPtr init_process_group(const ProcessGroupOptions& options) {
   } else if (backend == "single") {
     g_default = new_single_group(timeout);
   } else if (backend == "nccl") {
-    KILN_CHECK(nccl_built(), "init_process_group: backend nccl: ", cuda_built() ? "built without NCCL" : "built without CUDA");
+    KILN_CHECK(nccl_built(), "init_process_group: backend nccl: ", detail::nccl_missing());
     ProcessGroupPtr bootstrap;
     if (launched_by_mpi()) {
       detail::mpi_initialize();

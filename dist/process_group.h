@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln::dist {
 

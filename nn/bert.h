@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
-#include "nn/bert_config.h"
-#include "nn/containers.h"
-#include "nn/layers.h"
+#include "kiln/nn/bert_config.h"
+#include "kiln/nn/containers.h"
+#include "kiln/nn/layers.h"
 
 namespace kiln::nn {
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "nn/module.h"
+#include "kiln/nn/module.h"
 
 namespace kiln::nn {
 

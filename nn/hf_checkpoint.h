@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/bert.h"
-#include "nn/module.h"
+#include "kiln/nn/bert.h"
+#include "kiln/nn/module.h"
 
 namespace kiln::nn {
 

@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "nn/module.h"
+#include "kiln/nn/module.h"
 
 namespace kiln::nn {
 

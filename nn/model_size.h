@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "nn/bert_config.h"
+#include "kiln/nn/bert_config.h"
 
 namespace kiln {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/ops.h"
+#include "kiln/ops/ops.h"
 
 namespace kiln::nn {
 

@@ -36,7 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/dtype.h"
+#include "kiln/core/dtype.h"
 
 namespace kiln {
 

@@ -53,7 +53,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/tensor.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "ops/ops.h"
+#include "kiln/ops/ops.h"
 
 namespace kiln {
 

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "core/random.h"
-#include "core/tensor.h"
+#include "kiln/autograd/grad_mode.h"
+#include "kiln/core/random.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln {
 

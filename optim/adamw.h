@@ -8,7 +8,7 @@
 // Group options: "beta1", "beta2", "eps". Valid: betas in [0, 1), eps >= 0.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "kiln/optim/optimizer.h"
 
 namespace kiln::optim {
 

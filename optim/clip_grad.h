@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/tensor.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln::optim {
 

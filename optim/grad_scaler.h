@@ -44,8 +44,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "optim/optimizer.h"
+#include "kiln/core/tensor.h"
+#include "kiln/optim/optimizer.h"
 
 namespace kiln::optim {
 

@@ -15,7 +15,7 @@
 // Group options: "beta1", "beta2", "eps", "bias_correction" (0 or 1).
 #pragma once
 
-#include "optim/optimizer.h"
+#include "kiln/optim/optimizer.h"
 
 namespace kiln::optim {
 

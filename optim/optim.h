@@ -1,11 +1,11 @@
 // kiln optimizers, learning-rate schedules and gradient clipping.
 #pragma once
 
-#include "optim/adamw.h"
-#include "optim/clip_grad.h"
-#include "optim/grad_scaler.h"
-#include "optim/lamb.h"
-#include "optim/optimizer.h"
-#include "optim/param_groups.h"
-#include "optim/scheduler.h"
-#include "optim/sgd.h"
+#include "kiln/optim/adamw.h"
+#include "kiln/optim/clip_grad.h"
+#include "kiln/optim/grad_scaler.h"
+#include "kiln/optim/lamb.h"
+#include "kiln/optim/optimizer.h"
+#include "kiln/optim/param_groups.h"
+#include "kiln/optim/scheduler.h"
+#include "kiln/optim/sgd.h"

@@ -66,7 +66,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln::optim {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.h"
-#include "optim/optimizer.h"
+#include "kiln/nn/module.h"
+#include "kiln/optim/optimizer.h"
 
 namespace kiln::optim {
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "optim/optimizer.h"
+#include "kiln/optim/optimizer.h"
 
 namespace kiln::optim {
 

@@ -9,7 +9,7 @@
 // Valid: momentum >= 0, dampening >= 0; nesterov needs momentum > 0 and dampening == 0.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "kiln/optim/optimizer.h"
 
 namespace kiln::optim {
 

@@ -8,6 +8,7 @@
 #include <future>
 #include <thread>
 
+#include "core/memory/device_memory.h"
 #include "cuda/cuda.h"
 #include "cuda_test_util.h"
 #include "test_util.h"
@@ -23,6 +24,19 @@ using testing::bitwise_equal;
 using testing::kGpu;
 using testing::on_gpu;
 using testing::random_cpu;
+
+// The CUDA memory factories (core/memory/device_memory.h) are libkiln's
+// calls into the CUDA backend (core/cuda_hooks.h): errors without it. (Here,
+// not in test_caching_allocator.cpp, which kiln_alloc_tsan_tests builds
+// with core/memory/ alone.)
+TEST(CudaMemory, FactoriesMatchTheBuild) {
+#ifndef KILN_WITH_CUDA
+  EXPECT_THROW(memory::make_cuda_device_memory(0), Error);
+  EXPECT_THROW(memory::make_cuda_pinned_host_memory(), Error);
+#else
+  SUCCEED() << "CUDA build: exercised on a GPU machine";
+#endif
+}
 
 // ---------------------------------------------------------------------------
 // Tensors, copies, streams, events.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/backend.h"
 #include "tests/test_util.h"
 
 namespace kiln {

@@ -94,7 +94,7 @@ class RandomTokens final : public data::Dataset<data::PretrainingExample> {
 int run_train_bench(const TrainBenchOptions& o) {
   const Device device = Device::parse(o.device);
   if (!device.is_cpu()) {
-    KILN_CHECK(cuda_built(), "--device ", o.device, ": kiln was built without CUDA");
+    KILN_CHECK(cuda_built(), "--device ", o.device, ": ", cuda_unavailable_reason());
     KILN_CHECK(device.index < cuda::device_count(), "--device ", o.device, ": no such CUDA device (",
                cuda::device_count(), " visible)");
   }

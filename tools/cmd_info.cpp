@@ -45,7 +45,7 @@ std::vector<std::string> loaded_libraries() {
 void check_required(const std::vector<std::string>& parts) {
   for (const std::string& part : parts) {
     if (part == "cuda") {
-      KILN_CHECK(cuda_built(), "kiln info --require cuda: this kiln was built without CUDA");
+      KILN_CHECK(cuda_built(), "kiln info --require cuda: ", cuda_unavailable_reason());
       KILN_CHECK(cuda::device_count() > 0, "kiln info --require cuda: no CUDA device is visible");
     } else if (part == "nccl") {
       KILN_CHECK(dist::nccl_built(), "kiln info --require nccl: this kiln was built without NCCL");

@@ -142,7 +142,7 @@ void apply_demo_defaults(CLI::App* cmd, TrainingArguments& a) {
 void check_device(const std::string& name) {
   const Device d = Device::parse(name);
   if (d.type == DeviceType::CUDA) {
-    KILN_CHECK(cuda_built(), "--device ", name, ": kiln was built without CUDA");
+    KILN_CHECK(cuda_built(), "--device ", name, ": ", cuda_unavailable_reason());
     const int count = cuda::device_count();
     KILN_CHECK(d.index < count, "--device ", name, ": no such CUDA device (", count, " visible)");
   }

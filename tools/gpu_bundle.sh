@@ -9,8 +9,10 @@
 #   (a) the fast path: bin/ holds kiln, kiln_tests and kiln_dist_tests from a
 #       CUDA build for sm_90 compiled for a portable CPU baseline
 #       (KILN_CPU_ARCH, x86-64-v3, never -march=native), and lib/ holds
-#       libkiln.so with every shared library it loads (RUNPATH $ORIGIN) except
-#       glibc, libstdc++/libgcc and CUDA's own: the CUDA runtime and cuBLAS
+#       libkiln.so, libkiln_cuda.so and libkiln_dist.so (Note [Package
+#       layout] in core/components.h) with every shared library they load
+#       (RUNPATH $ORIGIN) except glibc, libstdc++/libgcc and CUDA's own:
+#       the CUDA runtime and cuBLAS
 #       come from the GPU machine's toolkit, cuDNN and NCCL from its Python
 #       wheels (tools/gpu_check.sh finds them). lib/compat/ keeps this
 #       machine's libstdc++ and libgcc_s, used only if the GPU machine's are
@@ -54,8 +56,9 @@ case "$OUTDIR" in /*) ;; *) OUTDIR=$ROOT/$OUTDIR ;; esac
 CACHE=$BUILD/CMakeCache.txt
 [ -f "$CACHE" ] || die "no CMake build at $BUILD (run make build first)"
 cache() { sed -n "s/^$1:[A-Z]*=//p" "$CACHE" | head -1; }
-for f in bin/kiln tests/kiln_tests tests/kiln_dist_tests libkiln.so generated/train/tensorboard.pb.cc; do
-  [ -e "$BUILD/$f" ] || die "$BUILD/$f is missing (build the kiln, kiln_cli, kiln_tests and kiln_dist_tests targets)"
+KILN_LIBS="libkiln.so libkiln_cuda.so libkiln_dist.so"
+for f in bin/kiln tests/kiln_tests tests/kiln_dist_tests $KILN_LIBS generated/train/tensorboard.pb.cc; do
+  [ -e "$BUILD/$f" ] || die "$BUILD/$f is missing (build the kiln_cli, kiln_tests and kiln_dist_tests targets)"
 done
 INFO=$("$BUILD/bin/kiln" info) || die "$BUILD/bin/kiln info failed"
 grep -q '^  cuda: on' <<<"$INFO" || die "the build at $BUILD has no CUDA backend: $(grep '  cuda:' <<<"$INFO")"
@@ -76,12 +79,12 @@ B=$OUTDIR
 SYSTEM_RE='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libutil|libresolv|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn[a-z_]*|libnccl|libnvrtc[a-z-]*|libnvJitLink)\.so'
 cp "$BUILD/bin/kiln" "$B/bin/kiln"
 cp "$BUILD/tests/kiln_tests" "$BUILD/tests/kiln_dist_tests" "$B/bin/"
-cp "$BUILD/libkiln.so" "$B/lib/"
-for exe in "$B"/bin/* "$B/lib/libkiln.so"; do
+for lib in $KILN_LIBS; do cp "$BUILD/$lib" "$B/lib/"; done
+for exe in "$B"/bin/* "$B"/lib/libkiln*.so; do
   ldd "$exe" | awk '/=> \// { print $1, $3 }'
 done | sort -u | while read -r soname path; do
   grep -qE "$SYSTEM_RE" <<<"$soname" && continue
-  [ "$soname" = libkiln.so ] && continue
+  case " $KILN_LIBS " in *" $soname "*) continue ;; esac
   cp -L "$path" "$B/lib/$soname"
 done
 cp -L "$(g++ -print-file-name=libstdc++.so.6)" "$(g++ -print-file-name=libgcc_s.so.1)" "$B/lib/compat/"

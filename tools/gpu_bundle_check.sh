@@ -3,8 +3,10 @@
 # [GPU bundle]) self-contained, on the CPU machine; `make test-bundle` runs it
 # in CI. From the archive unpacked into a fresh folder:
 #   1. every file matches SHA256SUMS and the archive is within 48 MiB;
-#   2. (a) every ELF file's libraries resolve inside the bundle or to glibc,
-#      libstdc++/libgcc or CUDA's libraries (ldd), and so does every library
+#   2. (a) lib/ holds libkiln.so, libkiln_cuda.so and libkiln_dist.so (Note
+#      [Package layout] in core/components.h), libkiln.so needing no CUDA or
+#      MPI library; every ELF file's libraries resolve inside the bundle or to
+#      glibc, libstdc++/libgcc or CUDA's libraries (ldd), and so does every library
 #      that `kiln info --libs` and a CPU subset of kiln_tests actually load
 #      (LD_DEBUG=libs), with the Debian libraries kiln uses hidden (bind-
 #      mounted over by an empty file, in a mount namespace of its own) where
@@ -57,6 +59,12 @@ outside() {  # paths on stdin -> those neither in the bundle nor allowed
     echo "$p"
   done
 }
+for lib in libkiln.so libkiln_cuda.so libkiln_dist.so; do
+  [ -f "$B/lib/$lib" ] || bad "the bundle lacks lib/$lib"
+done
+heavy=$(readelf -d "$B/lib/libkiln.so" | grep NEEDED | grep -E '\[lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nccl|mpi[a-z_+]*)\.so')
+[ -z "$heavy" ] && pass "lib/ holds libkiln, libkiln_cuda and libkiln_dist; libkiln.so needs no CUDA or MPI library" ||
+  bad "lib/libkiln.so needs CUDA or MPI libraries: $(echo $heavy)"
 n_elf=0
 for f in "$B"/bin/* "$B"/lib/*.so*; do
   n_elf=$((n_elf + 1))

@@ -42,8 +42,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/bert_config.h"
-#include "nn/module.h"
+#include "kiln/nn/bert_config.h"
+#include "kiln/nn/module.h"
 
 namespace kiln::train {
 

@@ -18,10 +18,10 @@
 #include <optional>
 #include <ostream>
 
-#include "data/dataloader.h"
-#include "data/finetune_data.h"
-#include "nn/bert.h"
-#include "train/trainer.h"
+#include "kiln/data/dataloader.h"
+#include "kiln/data/finetune_data.h"
+#include "kiln/nn/bert.h"
+#include "kiln/train/trainer.h"
 
 namespace kiln::train {
 

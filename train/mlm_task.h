@@ -24,10 +24,10 @@
 #include <optional>
 #include <ostream>
 
-#include "data/dataloader.h"
-#include "data/pretraining.h"
-#include "nn/bert.h"
-#include "train/trainer.h"
+#include "kiln/data/dataloader.h"
+#include "kiln/data/pretraining.h"
+#include "kiln/nn/bert.h"
+#include "kiln/train/trainer.h"
 
 namespace kiln::train {
 

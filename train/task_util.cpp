@@ -42,7 +42,7 @@ void check_max_seq_length(int64_t max_seq_length, const BertConfig& config) {
 
 void move_model_to_device(nn::Module& model, const std::string& device) {
   const Device d = Device::parse(device);
-  KILN_CHECK(d.is_cpu() || cuda_built(), "--device ", device, ": kiln was built without CUDA");
+  KILN_CHECK(d.is_cpu() || cuda_built(), "--device ", device, ": ", cuda_unavailable_reason());
   bool there = true;
   model.for_each_tensor([&](const std::string&, Tensor& t, bool) { there = there && t.device() == d; });
   if (!there) model.to(d);

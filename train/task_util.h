@@ -9,12 +9,12 @@
 #include <memory>
 #include <string>
 
-#include "core/error.h"
-#include "core/tensor.h"
-#include "data/dataset.h"
-#include "data/tokenizer/bert_tokenizer.h"
-#include "nn/bert_config.h"
-#include "nn/module.h"
+#include "kiln/core/error.h"
+#include "kiln/core/tensor.h"
+#include "kiln/data/dataset.h"
+#include "kiln/data/tokenizer/bert_tokenizer.h"
+#include "kiln/nn/bert_config.h"
+#include "kiln/nn/module.h"
 
 namespace kiln::train {
 

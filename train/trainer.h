@@ -58,12 +58,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/tensor.h"
-#include "data/dataloader.h"
-#include "data/sampler.h"
-#include "dist/process_group.h"
-#include "nn/bert_config.h"
-#include "nn/module.h"
+#include "kiln/core/tensor.h"
+#include "kiln/data/dataloader.h"
+#include "kiln/data/sampler.h"
+#include "kiln/dist/process_group.h"
+#include "kiln/nn/bert_config.h"
+#include "kiln/nn/module.h"
 
 namespace kiln::train {
 

@@ -81,8 +81,6 @@ class CpuBackend final : public Backend {
   }
 };
 
-Backend* (*g_cuda_factory)(int) = nullptr;
-
 }  // namespace
 
 void Backend::attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
@@ -144,13 +142,5 @@ Backend& cpu_backend() {
   return b;
 }
 
-void register_cuda_backend(Backend* (*factory)(int)) { g_cuda_factory = factory; }
-
-Backend& backend(Device device) {
-  if (device.is_cpu()) return cpu_backend();
-  if (!cuda_built()) fail("device ", device.str(), " requested, but kiln was built without CUDA");
-  if (!g_cuda_factory) fail("device ", device.str(), ": the CUDA backend has no kernels registered in this build");
-  return *g_cuda_factory(device.index);
-}
 
 }  // namespace kiln

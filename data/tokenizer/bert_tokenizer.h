@@ -25,9 +25,9 @@
 #include <utility>
 #include <vector>
 
-#include "data/tokenizer/basic_tokenizer.h"
-#include "data/tokenizer/vocab.h"
-#include "data/tokenizer/wordpiece.h"
+#include "kiln/data/tokenizer/basic_tokenizer.h"
+#include "kiln/data/tokenizer/vocab.h"
+#include "kiln/data/tokenizer/wordpiece.h"
 
 namespace kiln::data {
 

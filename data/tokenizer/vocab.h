@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/tokenizer/string_id_map.h"
+#include "kiln/data/tokenizer/string_id_map.h"
 
 namespace kiln::data {
 

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "data/tokenizer/string_id_map.h"
-#include "data/tokenizer/vocab.h"
+#include "kiln/data/tokenizer/string_id_map.h"
+#include "kiln/data/tokenizer/vocab.h"
 
 namespace kiln::data {
 

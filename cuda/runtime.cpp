@@ -1,6 +1,8 @@
-// Compiled only in CUDA builds: reports that the backend is built in, and the
-// versions of the CUDA libraries this process loaded. Device kernels register
-// themselves through register_cuda_backend() (core/backend.h).
+// libkiln_cuda's registration with libkiln (Note [Package layout] in
+// core/components.h): the one CudaRuntime (cuda/runtime.h) is handed to
+// libkiln as this library loads, so the public CUDA API and backend(cuda)
+// land here from then on. Also the versions of the CUDA libraries this
+// process loaded, and each device's Backend.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -9,12 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/device.h"
-#include "cuda/cuda.h"
-
-namespace kiln {
-bool cuda_built() { return true; }
-}  // namespace kiln
+#include "cuda/runtime.h"
 
 namespace kiln::cuda {
 namespace {
@@ -23,9 +20,18 @@ std::string cuda_style(int v) { return std::to_string(v / 1000) + "." + std::to_
 std::string lib_style(size_t v) {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
+
+// Never destroyed: tensors freed at exit still reach the allocators through it.
+struct Registrar {
+  Registrar() { detail::register_cuda_hooks(new CudaRuntime); }
+};
+const Registrar registrar;
+
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> library_versions() {
+Backend& CudaRuntime::backend(int device) { return detail::cuda_backend(device); }
+
+std::vector<std::pair<std::string, std::string>> CudaRuntime::library_versions() {
   std::vector<std::pair<std::string, std::string>> out;
   int driver = 0, runtime = 0;
   out.emplace_back("CUDA driver", cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0
