@@ -79,6 +79,7 @@
 #include "kiln/train/trainer.h"
 #include "kiln/train/checkpoint.h"
 #include "kiln/train/metrics.h"
+#include "kiln/train/task_metrics.h"
 #include "kiln/train/metric_log.h"
 #include "kiln/train/progress.h"
 #include "kiln/train/preemption.h"
