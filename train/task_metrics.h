@@ -24,7 +24,9 @@
 // An ending chunk is (previous type, the last start, previous position); the
 // end test comes first, so a chunk ends and a new one starts at one tag.
 // Letters other than B, I, E, S, O and '.' take part only through the type
-// rules (seqeval warns about them and goes on; so does kiln, silently).
+// rules (seqeval warns about them and goes on; so does kiln, silently). Only
+// prefixed tags are read, seqeval's default; its suffix=True ("PER-B") is not
+// supported.
 // The sentences of an evaluation are scanned as ONE sequence, each followed by
 // an "O" (seqeval flattens y_true and y_pred that way), so positions count
 // across sentences, and a chunk can, with odd tags, run across a boundary
