@@ -98,7 +98,7 @@ std::string json_field(const nlohmann::ordered_json& v, const std::string& key, 
   if (v.is_number() || v.is_boolean()) return v.dump();
   if (v.is_null()) return {};
   fail(name, ":", line, ": field \"", key, "\" is not a string or a number",
-       v.is_array() ? " (a JSON array of labels is read only for a multi-label file)" : "");
+       v.is_array() ? " (a JSON array is read only as the labels of a multi-label file)" : "");
 }
 
 // The labels of a JSON array (multi-label files): strings, or numbers in their JSON text form.
