@@ -69,6 +69,7 @@
 #include "kiln/data/corpus.h"
 #include "kiln/data/pretraining.h"
 #include "kiln/data/finetune_data.h"
+#include "kiln/data/token_data.h"
 #include "kiln/data/synthetic_corpus.h"
 
 // data-parallel training

@@ -1,7 +1,8 @@
-// Fine-tuning data (data/finetune_data.h): SST-2 from KILN_DATA (default
-// ../shared/data; a missing file fails), the CSV parser's quoting rules,
-// TSV/JSONL readers, column detection, label sets, errors with file:line,
-// and dynamic padding.
+// Fine-tuning data (data/finetune_data.h): SST-2 and STS-B from KILN_DATA
+// (default ../shared/data; a missing file fails), the CSV parser's quoting
+// rules, TSV/JSONL readers, headerless files, column detection, label sets and
+// kinds (class, regression, multi-label), errors with file:line, and dynamic
+// padding and collation.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -49,6 +50,7 @@ TEST(FinetuneData, Sst2TrainAndDev) {
   EXPECT_EQ(train.text_column, "sentence");
   EXPECT_FALSE(train.has_pair());
   EXPECT_EQ(train.label_set, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(train.kind, LabelKind::Class);  // Auto: integer labels
   EXPECT_EQ(train.examples[0].text, "hide new secretions from the parental units");  // CRLF stripped
   EXPECT_EQ(train.examples[0].label, 0);
   EXPECT_EQ(train.examples[0].line, 2u);
@@ -243,6 +245,213 @@ TEST(FinetuneData, PadEncodingsChecksItsInput) {
   EXPECT_KILN_ERROR(pad_encodings(bad, 0, 0), "pad_to_multiple_of");
   const PaddedBatch b = pad_encodings(bad, 0, 1);
   EXPECT_EQ(b.input_ids.to_vector<int64_t>(), (std::vector<int64_t>{101, 102}));
+}
+
+// STS-B's GLUE files: no header, 10 tab-separated columns, the sentences in 8
+// and 9, the score in 10.
+LabeledFileOptions stsb_options() {
+  LabeledFileOptions o;
+  o.no_header = true;
+  o.text_column.emplace("8");
+  o.pair_column.emplace("9");
+  o.label_column = "10";
+  return o;
+}
+
+TEST(FinetuneData, StsbHeaderlessRegression) {
+  const LabeledFileOptions o = stsb_options();
+  const LabeledDataset train = read_labeled_file(data_file("stsb/train.tsv"), o);
+  EXPECT_EQ(train.size(), 4249u);
+  EXPECT_EQ(train.kind, LabelKind::Float);  // Auto: "5.000" is a float label
+  EXPECT_TRUE(train.label_set.empty());
+  EXPECT_TRUE(train.has_pair());
+  EXPECT_EQ(train.examples[0].line, 1u);  // no header: the first line is a row
+  EXPECT_EQ(train.examples[0].text, "A plane is taking off.");
+  EXPECT_EQ(train.examples[0].text_pair, "An air plane is taking off.");
+  EXPECT_EQ(train.examples[0].value, 5.0);
+  EXPECT_EQ(train.examples[0].label, -1);
+  EXPECT_EQ(train.examples[1].value, 3.8);
+  EXPECT_EQ(train.examples.back().value, 0.0);  // "0": an integer among floats
+  EXPECT_EQ(train.examples.back().text, "Putin spokesman: Doping charges appear unfounded");
+  EXPECT_EQ(train.examples.back().line, 4249u);
+  double lo = 5, hi = 0;
+  for (const LabeledExample& e : train.examples) {
+    lo = std::min(lo, e.value);
+    hi = std::max(hi, e.value);
+  }
+  EXPECT_EQ(lo, 0.0);
+  EXPECT_EQ(hi, 5.0);
+
+  const LabeledDataset dev = read_labeled_file(data_file("stsb/dev.tsv"), o);
+  EXPECT_EQ(dev.size(), 1500u);
+  EXPECT_EQ(dev.kind, LabelKind::Float);
+  EXPECT_EQ(dev.examples[0].value, 4.25);
+  EXPECT_EQ(dev.examples[0].text, "A man is playing the cello.");
+  EXPECT_EQ(dev.examples.back().value, 0.0);
+
+  LabeledFileOptions as_float = o;
+  as_float.label_kind = LabelKind::Float;
+  EXPECT_EQ(read_labeled_file(data_file("stsb/dev.tsv"), as_float).examples[1].value, 2.2);
+  LabeledFileOptions as_class = o;  // the same column as classes: the distinct strings
+  as_class.label_kind = LabelKind::Class;
+  const LabeledDataset classes = read_labeled_file(data_file("stsb/dev.tsv"), as_class);
+  EXPECT_EQ(classes.kind, LabelKind::Class);
+  EXPECT_EQ(classes.label_set[classes.examples[0].label], "4.250");
+
+  // Encoding and collation carry the values: labels (B) float32.
+  const LabeledDataset head{dev.path,      dev.text_column, dev.pair_column, dev.label_column, {},
+                            {dev.examples.begin(), dev.examples.begin() + 3}, LabelKind::Float};
+  const std::vector<LabeledEncoding> enc = encode_labeled(head, bert(), 64);
+  EXPECT_EQ(enc[0].value, 4.25f);
+  EXPECT_EQ(enc[0].encoding.ids, bert().encode(head.examples[0].text, std::string_view(head.examples[0].text_pair)).ids);
+  const ClassificationBatch b = collate_classification(enc, bert().pad_id(), 1, LabelKind::Float);
+  EXPECT_EQ(b.labels.dtype(), DType::Float32);
+  EXPECT_EQ(b.labels.sizes(), (Shape{3}));
+  const std::vector<float> values = b.labels.to_vector<float>();
+  EXPECT_EQ(values, (std::vector<float>{static_cast<float>(head.examples[0].value),
+                                        static_cast<float>(head.examples[1].value),
+                                        static_cast<float>(head.examples[2].value)}));
+}
+
+TEST(FinetuneData, HeaderlessAndLabelKindErrors) {
+  TempFiles files;
+  const std::string stsb = data_file("stsb/train.tsv");
+  LabeledFileOptions o;
+  o.no_header = true;
+  EXPECT_KILN_ERROR(read_labeled_file(stsb, o), "stsb/train.tsv", "needs --text-column", "--no-header");
+  o.text_column = "8";
+  o.label_column = "11";
+  EXPECT_KILN_ERROR(read_labeled_file(stsb, o), "stsb/train.tsv", "label column 11 is out of range: the file has 10 columns");
+  o.label_column = "label";
+  EXPECT_KILN_ERROR(read_labeled_file(stsb, o), "stsb/train.tsv", "label column \"label\" is not a column index",
+                    "numbered 1 to 10");
+  o.label_column = "0";
+  EXPECT_KILN_ERROR(read_labeled_file(stsb, o), "label column \"0\" is not a column index");
+  o.label_column = "10";
+  o.pair_column = "12";
+  EXPECT_KILN_ERROR(read_labeled_file(stsb, o), "text-pair column 12 is out of range: the file has 10 columns");
+
+  // Headerless CSV; JSONL cannot be headerless.
+  const std::string csv = files.write("nohead.csv", "\"a, b\",1.5\nc,2\n");
+  LabeledFileOptions c;
+  c.no_header = true;
+  c.text_column = "1";
+  c.label_column = "2";
+  const LabeledDataset cd = read_labeled_file(csv, c);
+  ASSERT_EQ(cd.size(), 2u);
+  EXPECT_EQ(cd.examples[0].text, "a, b");
+  EXPECT_EQ(cd.kind, LabelKind::Float);
+  EXPECT_EQ(cd.examples[1].value, 2.0);
+  EXPECT_FALSE(cd.has_pair());  // no detection without a header
+  EXPECT_EQ(read_table(csv, TableFormat::Auto, true).columns, (std::vector<std::string>{"1", "2"}));
+  const std::string jsonl = files.write("x.jsonl", "{\"text\": \"a\", \"label\": 1}\n");
+  EXPECT_KILN_ERROR(read_labeled_file(jsonl, c), "x.jsonl", "--no-header is for TSV and CSV files");
+
+  // Regression labels that are not numbers.
+  const std::string scores = files.write("scores.tsv", "sentence\tlabel\na\t1.5\nb\tabc\nc\t1e999\n");
+  LabeledFileOptions f;
+  f.label_kind = LabelKind::Float;
+  EXPECT_KILN_ERROR(read_labeled_file(scores, f), "scores.tsv:3: label 'abc' is not a number");
+  EXPECT_EQ(read_labeled_file(scores).kind, LabelKind::Class);  // Auto: not all numbers
+  const std::string big = files.write("big.tsv", "sentence\tlabel\na\t1.5\nc\t1e999\n");
+  EXPECT_KILN_ERROR(read_labeled_file(big, f), "big.tsv:3: label '1e999' is not a number");
+  const std::string odd = files.write("odd.tsv", "sentence\tlabel\na\t+2.5\nb\t-1e-3\nc\t 7 \nd\tnan\n");
+  EXPECT_KILN_ERROR(read_labeled_file(odd, f), "odd.tsv:5: label 'nan' is not a number");
+  const std::string fine = files.write("fine.tsv", "sentence\tlabel\na\t+2.5\nb\t-1e-3\nc\t 7 \n");
+  const LabeledDataset fd = read_labeled_file(fine);
+  EXPECT_EQ(fd.kind, LabelKind::Float);
+  EXPECT_EQ(fd.examples[0].value, 2.5);
+  EXPECT_EQ(fd.examples[1].value, -0.001);
+  EXPECT_EQ(fd.examples[2].value, 7.0);
+  const std::string plus = files.write("plus.tsv", "sentence\tlabel\na\t+-1.5\n");
+  EXPECT_KILN_ERROR(read_labeled_file(plus, f), "plus.tsv:2: label '+-1.5' is not a number");
+  LabeledFileOptions given;  // a given label set means classes
+  given.label_set = {"1.5", "-1e-3", "7", "+2.5"};
+  EXPECT_EQ(read_labeled_file(fine, given).kind, LabelKind::Class);
+  EXPECT_EQ(read_labeled_file(fine, given).examples[0].label, 3);
+
+  // Empty text in a labeled file, in the text or the pair column.
+  const std::string empty_text = files.write("empty_text.tsv", "sentence\tlabel\na\t0\n \t1\n");
+  EXPECT_KILN_ERROR(read_labeled_file(empty_text), "empty_text.tsv:3: empty text");
+  const std::string empty_pair = files.write("empty_pair.csv", "sentence1,sentence2,label\na,b,0\nc,\"  \",1\n");
+  EXPECT_KILN_ERROR(read_labeled_file(empty_pair), "empty_pair.csv:3: empty text", "sentence2");
+  LabeledFileOptions unlabeled;  // unlabeled files (predict) keep such rows
+  unlabeled.label_column = "";
+  EXPECT_EQ(read_labeled_file(empty_text, unlabeled).size(), 2u);
+  EXPECT_EQ(read_labeled_file(empty_text, unlabeled).kind, LabelKind::Class);
+}
+
+TEST(FinetuneData, MultiLabelFiles) {
+  TempFiles files;
+  LabeledFileOptions m;
+  m.label_kind = LabelKind::MultiLabel;
+  const std::string tsv = files.write("multi.tsv",
+                                      "text\tlabel\n"
+                                      "a\tsports, politics\n"
+                                      "b\t\n"
+                                      "c\t politics \n"
+                                      "d\tarts,sports,arts\n");
+  const LabeledDataset ds = read_labeled_file(tsv, m);
+  EXPECT_EQ(ds.kind, LabelKind::MultiLabel);
+  EXPECT_EQ(ds.label_set, (std::vector<std::string>{"arts", "politics", "sports"}));
+  ASSERT_EQ(ds.size(), 4u);
+  EXPECT_EQ(ds.examples[0].labels, (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(ds.examples[1].labels.empty());  // an empty field: no label
+  EXPECT_EQ(ds.examples[2].labels, (std::vector<int32_t>{1}));
+  EXPECT_EQ(ds.examples[3].labels, (std::vector<int32_t>{0, 2}));  // ascending, each once
+  EXPECT_EQ(ds.examples[0].label, -1);
+
+  LabeledFileOptions given = m;
+  given.label_set = {"sports", "politics", "arts", "science"};
+  const LabeledDataset g = read_labeled_file(tsv, given);
+  EXPECT_EQ(g.label_set, given.label_set);
+  EXPECT_EQ(g.examples[0].labels, (std::vector<int32_t>{0, 1}));
+  given.label_set = {"sports", "politics"};
+  EXPECT_KILN_ERROR(read_labeled_file(tsv, given), "multi.tsv:5: label \"arts\" is not in the label set");
+  const std::string gap = files.write("gap.csv", "text,label\na,\"x,,y\"\n");
+  EXPECT_KILN_ERROR(read_labeled_file(gap, m), "gap.csv:2: empty label in the list 'x,,y'");
+
+  const std::string jsonl = files.write("multi.jsonl",
+                                        "{\"text\": \"a\", \"label\": [\"x\", \"y\"]}\n"
+                                        "{\"text\": \"b\", \"label\": []}\n"
+                                        "{\"text\": \"c\", \"label\": \"y, z\"}\n"
+                                        "{\"text\": \"d\", \"label\": null}\n"
+                                        "{\"text\": \"e\", \"label\": [3, \"x,w\"]}\n"
+                                        "{\"text\": \"f\", \"label\": \"\"}\n");
+  const LabeledDataset j = read_labeled_file(jsonl, m);
+  EXPECT_EQ(j.label_set, (std::vector<std::string>{"3", "x", "x,w", "y", "z"}));  // array items are not split
+  ASSERT_EQ(j.size(), 6u);
+  EXPECT_EQ(j.examples[0].labels, (std::vector<int32_t>{1, 3}));
+  EXPECT_TRUE(j.examples[1].labels.empty());
+  EXPECT_EQ(j.examples[2].labels, (std::vector<int32_t>{3, 4}));
+  EXPECT_TRUE(j.examples[3].labels.empty());
+  EXPECT_EQ(j.examples[4].labels, (std::vector<int32_t>{0, 2}));
+  EXPECT_TRUE(j.examples[5].labels.empty());
+  const std::string nested = files.write("nested.jsonl", "{\"text\": \"a\", \"label\": [[\"x\"]]}\n");
+  EXPECT_KILN_ERROR(read_labeled_file(nested, m), "nested.jsonl:1: an element of the array \"label\"");
+  const std::string blank = files.write("blank.jsonl", "{\"text\": \"a\", \"label\": [\" \"]}\n");
+  EXPECT_KILN_ERROR(read_labeled_file(blank, m), "blank.jsonl:1: empty label");
+  EXPECT_KILN_ERROR(read_labeled_file(jsonl), "multi.jsonl:1", "not a string or a number",
+                    "multi-label");  // an array without MultiLabel
+  LabeledFileOptions text_array = m;  // only the label column may hold an array
+  const std::string text_arr = files.write("text_array.jsonl", "{\"text\": [\"a\"], \"label\": \"x\"}\n");
+  EXPECT_KILN_ERROR(read_labeled_file(text_arr, text_array), "text_array.jsonl:1", "field \"text\"");
+
+  // Collation: (B, L) float32 indicators.
+  const std::vector<LabeledEncoding> enc = encode_labeled(ds, bert(), 0);
+  EXPECT_EQ(enc[3].labels, (std::vector<int32_t>{0, 2}));
+  const ClassificationBatch b = collate_classification(enc, bert().pad_id(), 1, LabelKind::MultiLabel, 3);
+  EXPECT_EQ(b.labels.dtype(), DType::Float32);
+  EXPECT_EQ(b.labels.sizes(), (Shape{4, 3}));
+  EXPECT_EQ(b.labels.to_vector<float>(), (std::vector<float>{0, 1, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1}));
+  const ClassificationBatch wider = collate_classification(enc, bert().pad_id(), 1, LabelKind::MultiLabel, 4);
+  EXPECT_EQ(wider.labels.sizes(), (Shape{4, 4}));
+  EXPECT_KILN_ERROR(collate_classification(enc, 0, 1, LabelKind::MultiLabel, 2), "example 0 has label id 2");
+  EXPECT_KILN_ERROR(collate_classification(enc, 0, 1, LabelKind::MultiLabel, 0), "num_labels >= 1");
+  EXPECT_KILN_ERROR(collate_classification(enc, 0, 1, LabelKind::Auto), "label kind must be resolved");
+  const ClassificationBatch classes = collate_classification(enc, bert().pad_id());
+  EXPECT_EQ(classes.labels.dtype(), DType::Int64);
+  EXPECT_EQ(classes.labels.sizes(), (Shape{4}));
 }
 
 }  // namespace
