@@ -24,6 +24,7 @@ const std::vector<PolicyEntry>& policy() {
       {"scaled_masked_softmax", OpClass::Float32},
       {"layer_norm", OpClass::Float32},       {"cross_entropy", OpClass::Float32},
       {"sum", OpClass::Float32},              {"mean", OpClass::Float32},
+      {"mse_loss", OpClass::Float32},         {"binary_cross_entropy_with_logits", OpClass::Float32},
   };
   return kAutocastPolicy;
 }

@@ -190,6 +190,14 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullpt
 // Classes are the LAST dim (Hugging Face's flattened layout).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      double label_smoothing = 0.0, const std::string& reduction = "mean");
+// input, target: the same shape, floating-point -> scalar ("mean", "sum") or
+// the input's shape ("none"): (input - target)^2, as torch.nn.functional.mse_loss.
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// logits, target (probabilities in [0, 1]): the same shape ->
+// -[y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))], computed stably, as
+// torch.nn.functional.binary_cross_entropy_with_logits (multi-label heads).
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        const std::string& reduction = "mean");
 
 // ---- joining and indexing ----------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);

@@ -290,5 +290,50 @@ TEST(NnOps, Dropout) {
   for (size_t i = 0; i < gv.size(); ++i) ASSERT_EQ(gv[i], yv[i] == 0.0 ? 0.0 : 2.0) << i;
 }
 
+// The composite losses against their formulas evaluated in double, element by
+// element, and their gradients: d mse / dx = 2 (x - y) / n; d bce / dx =
+// (sigmoid(x) - y) / n. Logits of +-60 stay finite (the stable form).
+TEST(Losses, MseAndBinaryCrossEntropyMatchTheirFormulas) {
+  const std::vector<double> x = {-60.0, -2.5, -0.3, 0.0, 0.7, 3.0, 60.0, 1.5};
+  const std::vector<double> y = {0.0, 1.0, 0.25, 1.0, 0.0, 1.0, 0.0, 0.5};
+  const double n = static_cast<double>(x.size());
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
+    Tensor tx = tensor(x, {2, 4}, TensorOptions(dt)), ty = tensor(y, {2, 4}, TensorOptions(dt));
+    double mse = 0, bce = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      mse += (x[i] - y[i]) * (x[i] - y[i]) / n;
+      // -[y log s + (1 - y) log(1 - s)] with log(1 - s) = log s(-x), both via log1p
+      bce += (y[i] * std::log1p(std::exp(-x[i])) + (1 - y[i]) * std::log1p(std::exp(x[i]))) / n;
+    }
+    Tensor a = tx.clone().detach();
+    a.set_requires_grad(true);
+    Tensor lm = mse_loss(a, ty);
+    EXPECT_NEAR(lm.item<double>(), mse, tol * std::abs(mse));
+    lm.backward();
+    std::vector<double> g = a.grad().to_vector<double>();
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(g[i], 2 * (x[i] - y[i]) / n, tol) << i;
+
+    Tensor b = tx.clone().detach();
+    b.set_requires_grad(true);
+    Tensor lb = binary_cross_entropy_with_logits(b, ty);
+    EXPECT_TRUE(std::isfinite(lb.item<double>()));
+    EXPECT_NEAR(lb.item<double>(), bce, tol * bce);
+    lb.backward();
+    g = b.grad().to_vector<double>();
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(g[i], (1.0 / (1.0 + std::exp(-x[i])) - y[i]) / n, tol) << i;
+
+    EXPECT_EQ(mse_loss(tx, ty, "none").sizes(), (Shape{2, 4}));
+    EXPECT_NEAR(binary_cross_entropy_with_logits(tx, ty, "sum").item<double>(), bce * n, tol * bce * n);
+  }
+}
+
+TEST(Losses, BadInputsNameTheOpAndShapes) {
+  EXPECT_KILN_ERROR(mse_loss(zeros({2, 3}), zeros({3, 2})), "mse_loss", "[3, 2]", "[2, 3]");
+  EXPECT_KILN_ERROR(binary_cross_entropy_with_logits(zeros({2}), zeros({2}), "avg"), "reduction", "avg");
+  EXPECT_KILN_ERROR(mse_loss(zeros({2}), tensor_from({1, 2})), "mse_loss", "floating-point");
+}
+
 }  // namespace
 }  // namespace kiln
