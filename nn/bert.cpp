@@ -231,18 +231,65 @@ PreTrainingOutput BertForPreTraining::forward(const Tensor& ids, const Tensor& a
   return out;
 }
 
-BertForSequenceClassification::BertForSequenceClassification(const BertConfig& c, int64_t labels) : num_labels(labels) {
+BertForSequenceClassification::BertForSequenceClassification(const BertConfig& c, int64_t labels)
+    : num_labels(labels), problem_type(c.problem_type) {
   KILN_CHECK(labels >= 1, "BertForSequenceClassification: num_labels must be positive, got ", labels);
   bert = register_module("bert", std::make_shared<BertModel>(c, true));
   drop = register_module("dropout", std::make_shared<Dropout>(c.classifier_dropout.value_or(c.hidden_dropout_prob)));
   classifier = register_module("classifier", std::make_shared<Linear>(c.hidden_size, labels, true, c.initializer_range));
 }
 
+std::string BertForSequenceClassification::problem_type_for(const Tensor& labels) const {
+  if (problem_type) return *problem_type;
+  if (num_labels == 1) return "regression";
+  return is_integral(labels.dtype()) ? "single_label_classification" : "multi_label_classification";
+}
+
 ClassificationOutput BertForSequenceClassification::forward(const Tensor& ids, const Tensor& attention_mask,
                                                             const Tensor& token_type_ids, const Tensor& labels) const {
+  // pooled (B, C) -> logits (B, num_labels)
   Tensor logits = classifier->forward(drop->forward(bert->forward(ids, attention_mask, token_type_ids).pooler_output));
   ClassificationOutput out{Tensor(), logits};
-  if (labels.defined()) out.loss = cross_entropy(logits, labels.reshape({-1}));
+  if (!labels.defined()) return out;
+  const std::string problem = problem_type_for(labels);
+  const Shape expected_multi{logits.size(0), num_labels};
+  if (problem == "regression") {
+    KILN_CHECK(is_floating(labels.dtype()), "BertForSequenceClassification (regression): labels must be floating-point, got ",
+               dtype_name(labels.dtype()));
+    // One output: (B) or (B, 1) labels against (B) predictions, as transformers squeezes both.
+    if (num_labels == 1)
+      out.loss = mse_loss(logits.reshape({-1}), labels.reshape({-1}).to(logits.dtype()));
+    else
+      out.loss = mse_loss(logits, labels.to(logits.dtype()));
+  } else if (problem == "single_label_classification") {
+    out.loss = cross_entropy(logits, labels.reshape({-1}));
+  } else {
+    KILN_CHECK(is_floating(labels.dtype()) && labels.sizes() == expected_multi,
+               "BertForSequenceClassification (multi-label): labels must be float 0/1 of shape ",
+               shape_str(expected_multi), ", got ", dtype_name(labels.dtype()), " ", shape_str(labels.sizes()));
+    out.loss = binary_cross_entropy_with_logits(logits, labels.to(logits.dtype()));
+  }
+  return out;
+}
+
+BertForTokenClassification::BertForTokenClassification(const BertConfig& c, int64_t labels) : num_labels(labels) {
+  KILN_CHECK(labels >= 1, "BertForTokenClassification: num_labels must be positive, got ", labels);
+  bert = register_module("bert", std::make_shared<BertModel>(c, false));
+  drop = register_module("dropout", std::make_shared<Dropout>(c.classifier_dropout.value_or(c.hidden_dropout_prob)));
+  classifier = register_module("classifier", std::make_shared<Linear>(c.hidden_size, labels, true, c.initializer_range));
+}
+
+ClassificationOutput BertForTokenClassification::forward(const Tensor& ids, const Tensor& attention_mask,
+                                                         const Tensor& token_type_ids, const Tensor& labels) const {
+  // hidden (B, T, C) -> logits (B, T, num_labels)
+  Tensor logits =
+      classifier->forward(drop->forward(bert->forward(ids, attention_mask, token_type_ids).last_hidden_state));
+  ClassificationOutput out{Tensor(), logits};
+  if (labels.defined()) {
+    KILN_CHECK(labels.sizes() == ids.sizes(), "BertForTokenClassification: labels of shape ", shape_str(labels.sizes()),
+               " do not match the input ids ", shape_str(ids.sizes()));
+    out.loss = cross_entropy(logits, labels);  // -100: not a first subword, or padding
+  }
   return out;
 }
 

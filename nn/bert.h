@@ -170,12 +170,38 @@ class BertForPreTraining : public Module, public Callable<BertForPreTraining> {
 
 struct ClassificationOutput {
   Tensor loss;    // when labels were given
-  Tensor logits;  // (B, num_labels)
+  Tensor logits;  // (B, num_labels); token classification: (B, T, num_labels)
 };
 
+// transformers' BertForSequenceClassification: the pooled [CLS] output through
+// dropout and a linear head. The loss follows the config's problem_type, or
+// when it is unset, transformers' rule: one label -> "regression"; integer
+// labels -> "single_label_classification"; else "multi_label_classification".
+//   regression: mse_loss(logits, labels), labels (B) or (B, num_labels) float;
+//   single_label_classification: cross_entropy, labels (B) int64;
+//   multi_label_classification: binary_cross_entropy_with_logits, labels
+//     (B, num_labels) of 0/1 (any float dtype).
 class BertForSequenceClassification : public Module, public Callable<BertForSequenceClassification> {
  public:
   BertForSequenceClassification(const BertConfig& c, int64_t num_labels = 2);
+  ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
+                               const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const;
+  // The problem type a batch with these labels trains as (the rule above).
+  std::string problem_type_for(const Tensor& labels) const;
+  std::shared_ptr<BertModel> bert;
+  std::shared_ptr<Dropout> drop;
+  std::shared_ptr<Linear> classifier;
+  int64_t num_labels;
+  std::optional<std::string> problem_type;  // from the config
+};
+
+// transformers' BertForTokenClassification: BertModel without the pooler,
+// dropout and a linear head on every position; cross-entropy over the
+// positions whose label is not -100.
+//   ids, attention_mask, token_type_ids (B, T); labels (B, T) int64 -> logits (B, T, num_labels)
+class BertForTokenClassification : public Module, public Callable<BertForTokenClassification> {
+ public:
+  BertForTokenClassification(const BertConfig& c, int64_t num_labels = 2);
   ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                                const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const;
   std::shared_ptr<BertModel> bert;

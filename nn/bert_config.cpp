@@ -32,7 +32,7 @@ constexpr const char* kFieldNames[] = {
     "num_attention_heads", "intermediate_size", "hidden_act", "hidden_dropout_prob",
     "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
     "initializer_range", "layer_norm_eps", "pad_token_id", "classifier_dropout",
-    "position_embedding_type"};
+    "position_embedding_type", "problem_type"};
 
 struct ActivationName {
   const char* name;
@@ -81,6 +81,9 @@ class FieldReader {
   }
   void optional(const std::string& key, std::optional<double>& out) {
     if (const json* v = get(key)) out = v->is_null() ? std::nullopt : std::optional(number(key, *v));
+  }
+  void optional(const std::string& key, std::optional<std::string>& out) {
+    if (const json* v = get(key)) out = v->is_null() ? std::nullopt : std::optional(string(key, *v));
   }
   void optional(const std::string& key, std::vector<std::string>& out) {
     const json* v = get(key);
@@ -172,6 +175,11 @@ void BertConfig::validate(const std::string& source) const {
              joined(known_activations()), ")");
   KILN_CHECK(position_embedding_type == "absolute", source, ": position_embedding_type '",
              position_embedding_type, "' is not supported (kiln implements \"absolute\")");
+  if (problem_type)
+    KILN_CHECK(*problem_type == "regression" || *problem_type == "single_label_classification" ||
+                   *problem_type == "multi_label_classification",
+               source, ": problem_type '", *problem_type,
+               "' is not one of regression, single_label_classification, multi_label_classification");
   if (pad_token_id)
     KILN_CHECK(*pad_token_id >= 0 && *pad_token_id < vocab_size, source, ": pad_token_id = ",
                *pad_token_id, " is outside [0, vocab_size = ", vocab_size, ")");
@@ -237,6 +245,7 @@ BertConfig BertConfig::from_json_string(const std::string& text, const std::stri
   r.optional("pad_token_id", c.pad_token_id);
   r.optional("classifier_dropout", c.classifier_dropout);
   r.optional("position_embedding_type", c.position_embedding_type);
+  r.optional("problem_type", c.problem_type);
   r.optional("architectures", c.architectures);
   c.extra = r.unused();
   c.validate(source_name);
@@ -274,6 +283,7 @@ std::string BertConfig::to_json_string() const {
   j["pad_token_id"] = pad_token_id ? json(*pad_token_id) : json(nullptr);
   j["classifier_dropout"] = classifier_dropout ? json(*classifier_dropout) : json(nullptr);
   j["position_embedding_type"] = position_embedding_type;
+  if (problem_type) j["problem_type"] = *problem_type;  // transformers leaves its default (None) out too
   return j.dump(2) + "\n";
 }
 

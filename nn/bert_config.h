@@ -55,6 +55,11 @@ struct BertConfig {
   std::optional<int64_t> pad_token_id = 0;     // JSON null -> nullopt
   std::optional<double> classifier_dropout;    // nullopt: use hidden_dropout_prob
   std::string position_embedding_type = "absolute";
+  // How BertForSequenceClassification computes its loss, as transformers'
+  // config.problem_type: "regression", "single_label_classification" or
+  // "multi_label_classification"; nullopt (absent or null): decided from
+  // num_labels and the labels' dtype (nn/bert.h).
+  std::optional<std::string> problem_type;
   std::vector<std::string> architectures = {"BertModel"};
   // Other top-level keys of the file, each as its JSON text, written back unchanged.
   std::map<std::string, std::string> extra;

@@ -24,18 +24,27 @@ BertConfig tiny(const std::string& arch) {
   return c;
 }
 
-// Saves `model`, runs transformers' `arch` on the same inputs, returns its output.
-Tensor run_in_transformers(const nn::Module& model, const BertConfig& c, const std::string& arch,
-                           const Tensor& ids, const Tensor& mask) {
-  const std::string dir = std::string(KILN_BINARY_DIR) + "/hf_compat_" + arch;
+// Saves `model`, runs transformers' `arch` on the same inputs (and labels,
+// when given: its loss is then out["loss"]), returns its output.
+std::map<std::string, Tensor> run_in_transformers_with(const nn::Module& model, const BertConfig& c,
+                                                       const std::string& arch, const Tensor& ids, const Tensor& mask,
+                                                       const Tensor& labels, const std::string& tag) {
+  const std::string dir = std::string(KILN_BINARY_DIR) + "/hf_compat_" + arch + tag;
   nn::save_pretrained(model, c, dir);
   const std::string in = dir + "_inputs.safetensors", out = dir + "_outputs.safetensors";
-  nn::save_safetensors(in, {{"input_ids", ids}, {"attention_mask", mask}});
+  nn::NamedTensors inputs{{"input_ids", ids}, {"attention_mask", mask}};
+  if (labels.defined()) inputs.emplace_back("labels", labels);
+  nn::save_safetensors(in, inputs);
   const std::string py = env_or("KILN_HF_PYTHON", std::string(KILN_SOURCE_DIR) + "/.venv-hf/bin/python");
   const std::string cmd = py + " " + KILN_SOURCE_DIR + "/tests/reference/hf_load_check.py --model-dir " + dir +
                           " --arch " + arch + " --inputs " + in + " --out " + out;
   if (std::system(cmd.c_str()) != 0) throw Error("transformers check failed: " + cmd);
-  return nn::load_safetensors(out).at("output");
+  return nn::load_safetensors(out);
+}
+
+Tensor run_in_transformers(const nn::Module& model, const BertConfig& c, const std::string& arch,
+                           const Tensor& ids, const Tensor& mask) {
+  return run_in_transformers_with(model, c, arch, ids, mask, Tensor(), "").at("output");
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) { return amax(abs(sub(a, b))).item<double>(); }
@@ -80,6 +89,58 @@ TEST(HfCompat, SequenceClassificationLoadsInTransformers) {
   NoGradGuard g;
   Tensor ours = m.forward(in.ids, in.mask).logits;
   EXPECT_LT(max_abs_diff(hf, ours), 1e-5);
+}
+
+TEST(HfCompat, TokenClassificationLoadsInTransformers) {
+  manual_seed(15);
+  BertConfig c = tiny("BertForTokenClassification");
+  c.extra["id2label"] = R"({"0": "O", "1": "B-PER", "2": "I-PER", "3": "B-LOC", "4": "I-LOC"})";
+  nn::BertForTokenClassification m(c, 5);
+  m.eval();
+  Inputs in;
+  const Tensor labels = tensor_from({-100, 1, 4, 0, -100, -100, -100, -100, 2, 3, 3, 0, -100, 1}, {2, 7});
+  const auto hf = run_in_transformers_with(m, c, "BertForTokenClassification", in.ids, in.mask, labels, "");
+  NoGradGuard g;
+  const nn::ClassificationOutput ours = m.forward(in.ids, in.mask, Tensor(), labels);
+  ASSERT_EQ(hf.at("output").sizes(), ours.logits.sizes());
+  EXPECT_LT(max_abs_diff(hf.at("output"), ours.logits), 1e-5);
+  EXPECT_NEAR(hf.at("loss").item<double>(), ours.loss.item<double>(), 1e-5);
+}
+
+// The three problem types of BertForSequenceClassification give transformers'
+// loss on the same labels: regression (one output, inferred and stated),
+// multi-label (float 0/1 labels) and single-label.
+TEST(HfCompat, SequenceClassificationProblemTypesMatchTransformersLoss) {
+  Inputs in;
+  struct Case {
+    std::string problem;  // "" : inferred
+    int64_t labels;
+    Tensor y;
+  };
+  const std::vector<Case> cases = {
+      {"", 1, tensor({3.8, 0.5}, {2})},
+      {"regression", 1, tensor({1.25, 4.0}, {2})},
+      {"multi_label_classification", 3, tensor({1, 0, 1, 0, 0, 1}, {2, 3})},
+      {"single_label_classification", 3, tensor_from({2, 0})},
+  };
+  int k = 0;
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.problem.empty() ? "inferred" : cs.problem);
+    manual_seed(16 + static_cast<uint64_t>(k));
+    BertConfig c = tiny("BertForSequenceClassification");
+    if (!cs.problem.empty()) c.problem_type = cs.problem;
+    std::string id2label = "{";  // transformers takes num_labels from it
+    for (int64_t i = 0; i < cs.labels; ++i) id2label += (i ? ", \"" : "\"") + std::to_string(i) + "\": \"L" + std::to_string(i) + "\"";
+    c.extra["id2label"] = id2label + "}";
+    nn::BertForSequenceClassification m(c, cs.labels);
+    m.eval();
+    const auto hf = run_in_transformers_with(m, c, "BertForSequenceClassification", in.ids, in.mask, cs.y,
+                                             "_" + std::to_string(k++));
+    NoGradGuard g;
+    const nn::ClassificationOutput ours = m.forward(in.ids, in.mask, Tensor(), cs.y);
+    EXPECT_LT(max_abs_diff(hf.at("output"), ours.logits), 1e-5);
+    EXPECT_NEAR(hf.at("loss").item<double>(), ours.loss.item<double>(), 1e-5);
+  }
 }
 
 // config.json is checked against model.safetensors' header before any model

@@ -5,7 +5,8 @@ it on given inputs, so the C++ test can compare outputs.
     hf_load_check.py --model-dir DIR --arch BertForMaskedLM --inputs in.safetensors --out out.safetensors
 
 Fails (exit 1) when transformers reports missing or unexpected weights.
-Writes the model's first output (logits or last_hidden_state) as float32."""
+Writes the model's first output (logits or last_hidden_state) as float32, and
+with a "labels" input also the loss transformers computes ("loss")."""
 import argparse
 import sys
 
@@ -30,9 +31,13 @@ def main():
     model.eval()
     x = load_file(a.inputs)
     with torch.no_grad():
-        out = model(input_ids=x["input_ids"], attention_mask=x["attention_mask"])
+        extra = {"labels": x["labels"]} if "labels" in x else {}
+        out = model(input_ids=x["input_ids"], attention_mask=x["attention_mask"], **extra)
     first = out.logits if hasattr(out, "logits") else out.last_hidden_state
-    save_file({"output": first.float().contiguous()}, a.out)
+    result = {"output": first.float().contiguous()}
+    if "labels" in x:
+        result["loss"] = out.loss.float().reshape(1)
+    save_file(result, a.out)
     return 0
 
 
