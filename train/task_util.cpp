@@ -48,6 +48,24 @@ void move_model_to_device(nn::Module& model, const std::string& device) {
   if (!there) model.to(d);
 }
 
+std::vector<std::string> finetuned_labels(const BertConfig& config, const std::string& architecture,
+                                          const std::string& source) {
+  for (const std::string& a : config.architectures)
+    if (a == architecture) return config.id2label(source);
+  return {};
+}
+
+void set_label_maps(BertConfig& config, const std::string& architecture, const std::vector<std::string>& labels) {
+  config.architectures = {architecture};
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (size_t i = 0; i < labels.size(); ++i) {
+    id2label[std::to_string(i)] = labels[i];
+    label2id[labels[i]] = i;
+  }
+  config.extra["id2label"] = id2label.dump();
+  config.extra["label2id"] = label2id.dump();
+}
+
 Device model_device(const nn::Module& model) {
   for (const auto& [name, p] : model.named_parameters()) return p.device();
   return kCPU;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/core/error.h"
 #include "kiln/core/tensor.h"
@@ -47,6 +48,25 @@ Device model_device(const nn::Module& model);
 // Tasks move each batch's tensors with it; counts read from a batch use the
 // CPU batch itself.
 Tensor on_device(const Tensor& t, Device device);
+
+// The label names of a model fine-tuned as `architecture` (e.g.
+// "BertForTokenClassification"): its config's id2label in id order; empty
+// when the config is not that architecture or has no id2label. A malformed
+// id2label is a kiln::Error naming `source`.
+std::vector<std::string> finetuned_labels(const BertConfig& config, const std::string& architecture,
+                                          const std::string& source);
+
+// Sets architectures = {architecture} and id2label / label2id from `labels`
+// (label i has id i), as transformers writes them.
+void set_label_maps(BertConfig& config, const std::string& architecture, const std::vector<std::string>& labels);
+
+// An in-memory dataset over `examples`.
+template <typename Example>
+std::shared_ptr<const data::Dataset<Example>> vector_dataset(std::vector<Example> examples) {
+  auto shared = std::make_shared<const std::vector<Example>>(std::move(examples));
+  return std::make_shared<data::FunctionDataset<Example>>(shared->size(),
+                                                          [shared](size_t i, Generator&) { return (*shared)[i]; });
+}
 
 // Examples [begin, end) of another dataset, renumbered from 0.
 template <typename Example>

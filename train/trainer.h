@@ -82,6 +82,13 @@ struct TrainingArguments {
   int64_t synthetic_documents = 20000;  // documents of the synthetic corpus (validation: a tenth as many)
   int64_t max_seq_length = 128;
   std::string text_column, pair_column, label_column = "label";  // finetune ("": detect)
+  // finetune: sequence-classification (labels from the file; a float label
+  // column is regression, as transformers' run_glue), regression, or
+  // token-classification (CoNLL files; train/token_classification_task.h).
+  std::string task = "sequence-classification";
+  bool multi_label = false;       // sequence-classification: several labels per example (sigmoid + BCE)
+  bool label_all_tokens = false;  // token-classification: label every subword, not only a word's first
+  bool no_header = false;         // TSV/CSV without a header line: the column flags are 1-based indexes
   double mlm_probability = 0.15;
   bool whole_word_mask = false;
   int64_t workers = 2;

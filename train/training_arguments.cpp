@@ -79,6 +79,12 @@ void TrainingArguments::validate() const {
   KILN_CHECK(synthetic_documents >= 10, "--synthetic-documents must be >= 10, got ", synthetic_documents);
   KILN_CHECK(stop_after_steps >= 0, "--stop-after-steps must be >= 0, got ", stop_after_steps);
   KILN_CHECK(std::isfinite(max_grad_norm), "--max-grad-norm must be finite");
+  KILN_CHECK(task == "sequence-classification" || task == "regression" || task == "token-classification",
+             "--task must be sequence-classification, regression or token-classification, got '", task, "'");
+  KILN_CHECK(!multi_label || task == "sequence-classification", "--multi-label applies to --task "
+             "sequence-classification, not ", task);
+  KILN_CHECK(!label_all_tokens || task == "token-classification",
+             "--label-all-tokens applies to --task token-classification, not ", task);
   KILN_CHECK(amp == "none" || amp == "bf16" || amp == "fp16", "--amp must be none, bf16 or fp16, got '", amp, "'");
 }
 
@@ -95,6 +101,10 @@ nlohmann::json TrainingArguments::to_json() const {
           {"text_column", text_column},
           {"pair_column", pair_column},
           {"label_column", label_column},
+          {"task", task},
+          {"multi_label", multi_label},
+          {"label_all_tokens", label_all_tokens},
+          {"no_header", no_header},
           {"mlm_probability", mlm_probability},
           {"whole_word_mask", whole_word_mask},
           {"workers", workers},
