@@ -87,3 +87,5 @@
 #include "kiln/train/task_util.h"
 #include "kiln/train/mlm_task.h"
 #include "kiln/train/classification_task.h"
+#include "kiln/train/token_classification_task.h"
+#include "kiln/train/tasks.h"
