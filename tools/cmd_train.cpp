@@ -18,8 +18,8 @@
 #include "kiln.h"
 #include "nn/safetensors.h"
 #include "tools/command.h"
-#include "train/classification_task.h"
 #include "train/mlm_task.h"
+#include "train/tasks.h"
 #include "train/preemption.h"
 #include "train/trainer.h"
 
@@ -35,6 +35,28 @@ struct TrainCommand {
   bool overwrite_output_dir = false;
   std::string args_file;
 };
+
+}  // namespace
+
+void add_finetune_data_flags(CLI::App* cmd, TrainingArguments& a) {
+  cmd->add_option("--task", a.task,
+                  "sequence-classification (a float label column: regression), regression or token-classification "
+                  "(CoNLL files); evaluate/predict: the fine-tuned model's")
+      ->capture_default_str();
+  cmd->add_option("--text-column", a.text_column,
+                  "text column (default: detected, e.g. sentence; with --no-header a 1-based index)");
+  cmd->add_option("--pair-column", a.pair_column, "second text column (default: detected; 'none': no pair)");
+  cmd->add_option("--label-column", a.label_column,
+                  "label column (token-classification: a 1-based index, default the last column)")
+      ->capture_default_str();
+  cmd->add_flag("--no-header", a.no_header, "TSV/CSV files without a header line: column flags are 1-based indexes");
+  cmd->add_flag("--multi-label", a.multi_label,
+                "several labels per example (comma-separated; JSONL: an array): sigmoid outputs, binary cross-entropy");
+  cmd->add_flag("--label-all-tokens", a.label_all_tokens,
+                "token-classification: label every subword of a word, not only the first");
+}
+
+namespace {
 
 void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
   TrainingArguments& a = c.args;
@@ -77,11 +99,7 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
     cmd->add_option("--mlm-probability", a.mlm_probability, "fraction of tokens to mask")->capture_default_str();
     cmd->add_flag("--whole-word-mask", a.whole_word_mask, "mask whole words (a word and its ## pieces)");
   }
-  if (mode != Mode::Pretrain) {
-    cmd->add_option("--text-column", a.text_column, "text column (default: detected, e.g. sentence)");
-    cmd->add_option("--pair-column", a.pair_column, "second text column (default: detected; 'none': no pair)");
-    cmd->add_option("--label-column", a.label_column, "label column")->capture_default_str();
-  }
+  if (mode != Mode::Pretrain) add_finetune_data_flags(cmd, a);
   if (!training) return;
   if (mode == Mode::Pretrain)
     cmd->add_option("--validation-split-percentage", a.validation_split_percentage,
@@ -211,7 +229,7 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
       baseline = mlm->unigram_baseline();
       task = std::move(mlm);
     } else {
-      task = std::make_unique<train::ClassificationTask>(a, out);
+      task = train::make_finetune_task(a, out);
     }
     r = train::train(a, *task, out, group);
   } catch (const std::exception& e) {
@@ -239,13 +257,14 @@ int run_evaluate(TrainCommand& c) {
   KILN_CHECK(!a.model.empty(), "--model DIR is required");
   KILN_CHECK(!a.validation_file.empty(), "--validation-file is required");
   const std::string ext = fs::path(a.validation_file).extension().string();
-  const bool labelled = ext == ".tsv" || ext == ".csv" || ext == ".jsonl";
+  // A fine-tuned model's own task; else the file decides (labelled table: classification; text: masked LM).
+  const bool finetuned = !train::finetuned_task_of(a.model).empty();
+  const bool labelled = finetuned || ext == ".tsv" || ext == ".csv" || ext == ".jsonl";
   std::map<std::string, double> m;
   KILN_CHECK(a.amp == "none" || a.amp == "bf16" || a.amp == "fp16", "--amp must be none, bf16 or fp16");
   AutocastGuard autocast(a.amp == "fp16" ? DType::Float16 : DType::BFloat16, a.amp != "none");
   if (labelled) {
-    train::ClassificationTask task(a, std::cerr, /*for_training=*/false);
-    m = task.evaluate();
+    m = train::make_finetune_task(a, std::cerr, /*for_training=*/false)->evaluate();
   } else {
     train::MlmTask task(a, std::cerr, /*for_training=*/false);
     m = task.evaluate();
@@ -265,7 +284,8 @@ const Registrar reg_pretrain("pretrain", [](CLI::App& app) {
 });
 
 const Registrar reg_finetune("finetune", [](CLI::App& app) {
-  auto* cmd = app.add_subcommand("finetune", "Fine-tune a pretrained BERT for sequence classification");
+  auto* cmd = app.add_subcommand("finetune", "Fine-tune a pretrained BERT: sequence classification, regression, "
+                                             "multi-label or token classification (NER)");
   auto c = std::make_shared<TrainCommand>();
   c->args.lr = 2e-5;
   add_flags(cmd, *c, Mode::Finetune);

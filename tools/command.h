@@ -8,7 +8,16 @@
 #include <string>
 #include <vector>
 
+namespace kiln::train {
+struct TrainingArguments;
+}
+
 namespace kiln::tools {
+
+// The fine-tuning data flags (--task, column flags, --no-header,
+// --multi-label, --label-all-tokens) of finetune, evaluate and predict
+// (tools/cmd_train.cpp).
+void add_finetune_data_flags(CLI::App* cmd, train::TrainingArguments& args);
 
 // setup(app) adds the subcommand and its flags; returns the callback that runs
 // it (returning the process exit code). Called once at start-up.
