@@ -33,9 +33,12 @@
 //    get_label_list sorts them.
 // Caps against hostile input (Note [Bounded input], core/file_util.h): the file
 // must be a regular file of at most options.max_file_bytes (default
-// kMaxConllFileBytes, 512 MiB) and no line may exceed options.max_line_bytes
-// (default kMaxConllLineBytes, 1 MiB); the parsed dataset is then at most a
-// small multiple of the file's size.
+// kMaxConllFileBytes, 256 MiB; CoNLL-2003's train file is 3.3 MB) and no line
+// may exceed options.max_line_bytes (default kMaxConllLineBytes, 1 MiB). The
+// file is read whole; the dataset then takes at most a few tens of bytes per
+// byte of file (worst cases: one-character words, each a std::string, or a
+// distinct label on every line); CoNLL-2003 takes about twice its size (36
+// bytes per word for 16-byte lines).
 // Errors are one kiln::Error naming the file (and line where there is one):
 //   "read_conll: 'f' does not exist", or file_util's "cannot open" / "is not a
 //   regular file" / "over the limit";
@@ -83,7 +86,7 @@
 
 namespace kiln::data {
 
-inline constexpr uint64_t kMaxConllFileBytes = uint64_t{512} << 20;  // 512 MiB
+inline constexpr uint64_t kMaxConllFileBytes = uint64_t{256} << 20;  // 256 MiB
 inline constexpr size_t kMaxConllLineBytes = size_t{1} << 20;        // 1 MiB
 // The label of positions without one (continuation subwords, [CLS], [SEP],
 // padding), as PyTorch's CrossEntropyLoss ignore_index and HF's -100.
@@ -135,15 +138,19 @@ std::vector<int32_t> b_to_i_labels(const std::vector<std::string>& label_set);
 // The windows of one sentence (words, and labels or empty), as encode_conll
 // makes them; `sentence` is copied into each. max_length: at most this many
 // ids per window including [CLS] and [SEP] (>= 3), or 0 for one window per
-// sentence. kiln::Error when max_length is 1 or 2, the vocab lacks [CLS] or
-// [SEP], or labels is neither empty nor one per word.
+// sentence. b_to_i: b_to_i_labels(label_set), read with label_all_tokens (a
+// label id outside it stays as it is). kiln::Error when max_length is 1 or 2,
+// the vocab lacks [CLS] or [SEP], or labels is neither empty nor one per word.
 std::vector<TokenEncoding> encode_words(const std::vector<std::string>& words, const std::vector<int32_t>& labels,
                                         const BertTokenizer& tokenizer, size_t max_length, bool label_all_tokens,
                                         const std::vector<int32_t>& b_to_i, size_t sentence = 0);
 
 // The windows of every sentence, in sentence order (windows of a sentence in
-// word order). Sentences are encoded in parallel on kiln's thread pool; the
-// result does not depend on the thread count.
+// word order), max_length as for encode_words (HF run_ner's max_seq_length;
+// 0: no windows). Sentences are encoded in parallel on kiln's thread pool; the
+// result does not depend on the thread count. kiln::Error as encode_words,
+// and "file:line: label id 9 is outside the label set (4 labels)" for a
+// sentence built by hand with a bad id.
 std::vector<TokenEncoding> encode_conll(const ConllDataset& dataset, const BertTokenizer& tokenizer,
                                         size_t max_length, bool label_all_tokens = false);
 
