@@ -47,6 +47,9 @@ std::map<std::string, std::function<Tensor(DType)>> policy_probes(Device device 
        [=](DType dt) { return cross_entropy(in({3, 4}, 11, dt), tensor_from({0, 3, 1}, {3}, DType::Int64).to(device)); }},
       {"sum", [=](DType dt) { return sum(in({3, 4}, 12, dt), {1}); }},
       {"mean", [=](DType dt) { return mean(in({3, 4}, 13, dt)); }},
+      {"mse_loss", [=](DType dt) { return mse_loss(in({3, 4}, 16, dt), in({3, 4}, 17, dt)); }},
+      {"binary_cross_entropy_with_logits",
+       [=](DType dt) { return binary_cross_entropy_with_logits(in({3, 4}, 18, dt), in({3, 4}, 19, dt)); }},
   };
 }
 
