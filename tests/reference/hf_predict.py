@@ -5,8 +5,9 @@ so a test can set them beside kiln's:
 
   BertForTokenClassification: a CoNLL file in (words in the first column);
     out "word<TAB>label" per token, a blank line between sentences; a word's
-    label is the argmax at its first subword (is_split_into_words). A
-    sentence longer than --max-seq-length is an error (no truncation here).
+    label is the argmax at its first subword (is_split_into_words); a
+    sentence longer than --max-seq-length is cut into kiln's windows
+    (consecutive words, at most max_seq_length - 2 subwords each).
   BertForSequenceClassification, regression: a headerless TSV with the two
     texts in columns --text/--pair (1-based); out one score per line (%.6f);
     single-label: the label name per line.
@@ -53,15 +54,29 @@ def main():
         if "BertForTokenClassification" in (config.architectures or []):
             m = AutoModelForTokenClassification.from_pretrained(a.model).eval()
             for s, words in enumerate(conll_sentences(a.input)):
-                enc = tok(words, is_split_into_words=True, return_tensors="pt")
-                if enc["input_ids"].shape[1] > a.max_seq_length:
-                    sys.exit(f"sentence {s + 1} has {enc['input_ids'].shape[1]} tokens > {a.max_seq_length}")
-                arg = m(**enc).logits[0].argmax(-1)
-                labels, prev = ["?"] * len(words), None
-                for pos, w in enumerate(enc.word_ids()):
-                    if w is not None and w != prev:
-                        labels[w] = m.config.id2label[int(arg[pos])]
-                    prev = w
+                # kiln's windows: consecutive words, at most max_seq_length - 2 subwords each.
+                counts = [0] * len(words)
+                for w in tok(words, is_split_into_words=True).word_ids():
+                    if w is not None:
+                        counts[w] += 1
+                windows, start, used = [], 0, 0
+                for i, c in enumerate(counts):
+                    if c > a.max_seq_length - 2:
+                        sys.exit(f"sentence {s + 1}: word {i + 1} alone has {c} subwords")
+                    if used + c > a.max_seq_length - 2:
+                        windows.append((start, i))
+                        start, used = i, 0
+                    used += c
+                windows.append((start, len(words)))
+                labels = ["?"] * len(words)
+                for b, e in windows:
+                    enc = tok(words[b:e], is_split_into_words=True, return_tensors="pt")
+                    arg = m(**enc).logits[0].argmax(-1)
+                    prev = None
+                    for pos, w in enumerate(enc.word_ids()):
+                        if w is not None and w != prev:
+                            labels[b + w] = m.config.id2label[int(arg[pos])]
+                        prev = w
                 if s:
                     out.append("")
                 out += [f"{w}\t{l}" for w, l in zip(words, labels)]
