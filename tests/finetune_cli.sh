@@ -7,36 +7,12 @@
 #
 #   tests/finetune_cli.sh KILN_BINARY WORK_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cli_util.sh"  # fail, expect_error
 kiln=$1
 work=$2
 rm -rf "$work"
 mkdir -p "$work"
 cd "$work" || exit 1
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-# expect_error "what" "message substring" command...: non-zero exit, stderr
-# containing the substring, no crash.
-expect_error() {
-  local what=$1 want=$2
-  shift 2
-  "$@" >out.txt 2>err.txt
-  local rc=$?
-  if [[ $rc -eq 0 ]]; then
-    fail "$what: exit status 0"
-  elif [[ $rc -ge 128 ]]; then
-    fail "$what: killed by a signal (status $rc)"
-  elif ! grep -qF -- "$want" err.txt; then
-    fail "$what: stderr lacks '$want':"
-    cat err.txt
-  else
-    echo "ok: $what -> $(head -n 1 err.txt)"
-  fi
-}
 
 # A tiny pretrained model on kiln's synthetic language (an HF directory).
 "$kiln" pretrain --synthetic-documents 200 --max-seq-length 32 --batch-size 8 --workers 1 --max-steps 3 \
