@@ -13,6 +13,8 @@
 #include "kiln/core/device.h"
 #include "kiln/core/storage.h"
 #include "kiln/core/tensor.h"
+#include "kiln/core/op_scope.h"
+#include "kiln/core/profiler.h"
 #include "kiln/core/parallel.h"
 #include "kiln/core/random.h"
 #include "kiln/core/build_info.h"
