@@ -15,6 +15,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/core/op_scope.h"
 #include "kiln/core/profiler.h"
+#include "kiln/core/memory_summary.h"
 #include "kiln/core/parallel.h"
 #include "kiln/core/random.h"
 #include "kiln/core/build_info.h"

@@ -1,6 +1,7 @@
 // The backward engine: counts, for every node reachable from the roots, how
 // many gradients it waits for; runs a node once all have arrived, latest
 // created first (a deterministic order); sums gradients that meet at a slot.
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -8,6 +9,7 @@
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
 #include "core/backend.h"
+#include "core/profiler.h"
 
 namespace kiln {
 namespace {
@@ -89,7 +91,13 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
         if (r.defined()) in[slot] = r;
       }
     }
+    // Note [Profiler]: one span per node, its gradients' shapes as arguments;
+    // the ops of the backward formula nest under it.
+    std::optional<profiler::RecordScope> span;
+    if (profiler::is_active()) [[unlikely]]
+      span.emplace((node->name() + "_backward").c_str(), profiler::Category::Backward, in);
     TensorList out = node->apply(std::move(in));
+    span.reset();
     if (!retain_graph) node->release_saved();
     for (size_t i = 0; i < node->next_edges.size() && i < out.size(); ++i) {
       const Edge& e = node->next_edges[i];

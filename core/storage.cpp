@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/memory/caching_allocator.h"
 #include "core/memory/host_memory.h"
+#include "core/memory_summary.h"
 
 namespace kiln {
 namespace {
@@ -23,18 +24,29 @@ class CpuAllocator final : public Allocator {
                                            {memory::CachingAllocator::Caching::FromEnvironment, false})) {}
   void* allocate(size_t nbytes) override { return nbytes == 0 ? nullptr : impl_->allocate(nbytes); }
   void deallocate(void* ptr) override { impl_->free(ptr); }
+  memory::CachingAllocator& impl() { return *impl_; }
 
  private:
   // Never destroyed: tensors in static objects may be freed after main returns.
   memory::CachingAllocator* impl_;
 };
 
-}  // namespace
-
-Allocator& cpu_allocator() {
+CpuAllocator& the_cpu_allocator() {
   static CpuAllocator alloc;
   return alloc;
 }
+
+}  // namespace
+
+Allocator& cpu_allocator() { return the_cpu_allocator(); }
+
+memory::AllocatorStats cpu_memory_stats() { return the_cpu_allocator().impl().stats(); }
+std::string cpu_memory_summary() { return the_cpu_allocator().impl().memory_summary(); }
+void cpu_reset_peak_memory_stats() { the_cpu_allocator().impl().reset_peak_stats(); }
+
+namespace detail {
+std::pair<std::size_t, std::size_t> cpu_memory_usage() { return the_cpu_allocator().impl().usage(); }
+}  // namespace detail
 
 StorageImpl::StorageImpl(size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), allocator_(&backend(device).allocator()) {

@@ -235,6 +235,11 @@ AllocatorStats CachingAllocator::stats() {
   return stats_locked();
 }
 
+std::pair<std::size_t, std::size_t> CachingAllocator::usage() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {counters_.allocated_bytes, counters_.reserved_bytes};
+}
+
 void CachingAllocator::reset_peak_stats() {
   std::lock_guard<std::mutex> lock(mutex_);
   counters_.peak_allocated_bytes = counters_.allocated_bytes;
@@ -596,6 +601,12 @@ Block* CachingAllocator::live_block(const void* ptr, const char* op) {
 
 AllocatorStats CachingAllocator::stats_locked() const {
   AllocatorStats s = counters_;
+  for (const auto& [base, head] : segments_)
+    for (const Block* b = head; b != nullptr; b = b->next) {
+      const bool small = b->pool->small;
+      (small ? s.small_pool_reserved_bytes : s.large_pool_reserved_bytes) += b->size;
+      if (b->allocated) (small ? s.small_pool_allocated_bytes : s.large_pool_allocated_bytes) += b->size;
+    }
   for (const BlockPool* pool : {small_pool_.get(), large_pool_.get()}) {
     for (const Block* b : pool->free_blocks) {
       s.cached_bytes += b->size;

@@ -110,6 +110,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/memory/allocator_stats.h"
@@ -177,6 +178,8 @@ class CachingAllocator {
   void empty_cache();
 
   AllocatorStats stats();
+  // (allocated_bytes, reserved_bytes) of stats(), in O(1) (the profiler's samples).
+  std::pair<std::size_t, std::size_t> usage();
   void reset_peak_stats();
   // Several lines for a person: usage, peaks, pools, counters.
   std::string memory_summary();
