@@ -37,7 +37,8 @@ std::string table(const std::string& title, const memory::AllocatorStats& s) {
   t += row("Reserved memory", format_bytes(s.reserved_bytes), format_bytes(s.peak_reserved_bytes));
   t += row("  small pool", format_bytes(s.small_pool_reserved_bytes));
   t += row("  large pool", format_bytes(s.large_pool_reserved_bytes));
-  t += row("Cached free (largest block)", format_bytes(s.cached_bytes), format_bytes(s.largest_free_block));
+  t += row("Cached free", format_bytes(s.cached_bytes));
+  t += row("  largest free block", format_bytes(s.largest_free_block));
   t += row("Awaiting stream events", format_bytes(s.pending_bytes));
   t += row("Quarantined", format_bytes(s.quarantined_bytes));
   t += row("Fragmentation", frag);

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/core/profiler.h"
 #include "kiln/data/dataset.h"
 #include "kiln/data/loader_run.h"
 #include "kiln/data/sampler.h"
@@ -111,6 +112,7 @@ class DataLoader {
 
   // The next batch of the current epoch, or nullopt at its end.
   std::optional<Batch> next() {
+    profiler::RecordScope span("DataLoader::next", profiler::Category::Loader);  // the consumer's wait
     const auto t0 = std::chrono::steady_clock::now();
     struct AddWait {
       double& total;

@@ -17,6 +17,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/components.h"
+#include "core/profiler.h"
 #include "dist/dist_hooks.h"
 #include "dist/mpi_runtime.h"
 
@@ -60,6 +61,7 @@ bool Work::test() {
 }
 
 void Work::wait() {
+  profiler::RecordScope span("Work::wait", profiler::Category::AllReduce);
   using Clock = std::chrono::steady_clock;
   if (test()) return;
   const double timeout = group_->timeout_seconds();
@@ -193,6 +195,7 @@ void finish_in_place(Work& w, const Tensor& t, const Tensor& buf) {
 }  // namespace
 
 WorkPtr ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
+  profiler::RecordScope span("all_reduce", profiler::Category::AllReduce);  // its start; the wait is Work::wait
   check_tensor(t, "all_reduce");
   Tensor buf = contiguous_buffer(t);
   WorkPtr w = all_reduce_raw(buf.raw_data(), buf.numel(), buf.dtype(), op);

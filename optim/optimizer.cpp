@@ -2,10 +2,12 @@
 
 #include <atomic>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/profiler.h"
 #include "ops/ops.h"
 
 namespace kiln::optim {
@@ -131,6 +133,9 @@ int64_t Optimizer::param_step(size_t index) const {
 }
 
 void Optimizer::step() {
+  std::optional<profiler::RecordScope> span;  // "AdamW.step"; the name is only built while profiling
+  if (profiler::is_active()) [[unlikely]]
+    span.emplace(name_ + ".step", profiler::Category::Optimizer);
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];

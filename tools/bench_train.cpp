@@ -18,7 +18,13 @@
 // call ends with cuda::synchronize() so the times cover the queued kernels.
 // --amp bf16|fp16: the forward under autocast (fp16 with the grad scaler), as
 // `kiln pretrain --amp`; the peak is then the 16-bit GEMM's.
+// --profile [--profile-dir DIR]: the timed steps run under the profiler
+// (Note [Profiler]); their Chrome trace and key_averages table are written to
+// DIR/bench-train-SHAPE.json and .txt and the table's top rows printed.
+// step_s then includes the profiler's overhead (docs/performance.md,
+// "Profiler overhead", compares the two).
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "data/dataloader.h"
@@ -41,6 +47,8 @@ struct TrainBenchOptions {
   int workers = 2;
   std::string device = "cpu";
   std::string amp = "none";  // none | bf16 | fp16 (fp16 with dynamic loss scaling), as kiln pretrain --amp
+  bool profile = false;
+  std::string profile_dir = "kiln-profile";
 };
 
 int64_t default_batch(const std::string& shape) {
@@ -123,6 +131,7 @@ int run_train_bench(const TrainBenchOptions& o) {
     optim::GradScaler scaler(so);
     int64_t masked = 0;
     auto step = [&] {
+      profiler::RecordScope span("step", profiler::Category::Step);
       data::PretrainingBatch b = *loader.next();
       opt.zero_grad();
       nn::MaskedLMOutput out;
@@ -141,8 +150,16 @@ int run_train_bench(const TrainBenchOptions& o) {
     const double wait0 = loader.wait_seconds();
     masked = 0;
     const auto t0 = std::chrono::steady_clock::now();
+    std::optional<profiler::Profile> profile;
+    if (o.profile) profile.emplace();
     const double t = median_seconds(step, o.steps, 0);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (profile) {
+      profile->stop();
+      const std::string path = profiler::save_profile(*profile, o.profile_dir, "bench-train-" + shape);
+      std::printf("bench train profile shape=%s trace=%s\n%s", shape.c_str(), path.c_str(),
+                  profile->key_averages({}, 15).c_str());
+    }
     const double wait = (loader.wait_seconds() - wait0) / wall;
 
     double encoder_params = 0;
@@ -174,6 +191,9 @@ const BenchRegistrar reg("train", [](CLI::App& bench) {
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--amp", o->amp, "mixed precision: none, bf16 or fp16 (fp16 with loss scaling)")
       ->check(CLI::IsMember({"none", "bf16", "fp16"}))
+      ->capture_default_str();
+  cmd->add_flag("--profile", o->profile, "profile the timed steps: Chrome trace and key_averages table");
+  cmd->add_option("--profile-dir", o->profile_dir, "where --profile writes (created; no file is replaced)")
       ->capture_default_str();
   return [o] { return run_train_bench(*o); };
 });

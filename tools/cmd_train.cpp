@@ -33,6 +33,7 @@ enum class Mode { Pretrain, Finetune, Evaluate };
 struct TrainCommand {
   TrainingArguments args;
   bool overwrite_output_dir = false;
+  bool memory_summary = false;
   std::string args_file;
 };
 
@@ -138,6 +139,14 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
                 "after the current step with a checkpoint and exit status 75)");
   cmd->add_option("--stop-after-steps", a.stop_after_steps,
                   "stop this process after N steps, keeping the schedule of the full run (resume later)");
+  cmd->add_option("--profile-steps", a.profile_steps,
+                  "profile steps A..B (1-based, e.g. 2:3): their Chrome trace (Perfetto, chrome://tracing) and "
+                  "key_averages table go to --profile-dir");
+  cmd->add_option("--profile-dir", a.profile_dir,
+                  "where --profile-steps writes trace-stepsA-B-rankR.json and .txt (default: <output-dir>/profile; "
+                  "an existing file is never replaced)");
+  cmd->add_flag("--memory-summary", c.memory_summary,
+                "print the caching allocators' state (kiln::memory_summary()) at the end of the run");
   cmd->add_flag("--overwrite-output-dir", c.overwrite_output_dir,
                 "remove a previous run's checkpoints, metrics and model from --output-dir first (never the --model "
                 "directory)");
@@ -193,6 +202,7 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
   if (demo) apply_demo_defaults(cmd, a);
   check_device(a.device);
   KILN_CHECK(!a.output_dir.empty(), "--output-dir is required");
+  if (!a.profile_steps.empty()) train::parse_profile_steps(a.profile_steps);  // before any data is read
   KILN_CHECK(!(c.overwrite_output_dir && a.resume), "--overwrite-output-dir and --resume contradict each other");
   // Before anything is removed: never the model the run starts from.
   train::check_output_dir_apart_from_model(a);
@@ -238,6 +248,7 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
     std::cerr << "kiln: error (rank " << a.rank << "): " << e.what() << std::endl;
     dist::abort_process_group(1);
   }
+  if (c.memory_summary && a.rank == 0) std::cout << memory_summary();
   if (r.stop_signal != 0) return train::kPreemptedExitCode;  // Note [Preemption]: the checkpoint is written
   if (r.finished && a.rank == 0) {
     std::cout << "final evaluation:";

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/json_util.h"
+#include "core/profiler.h"
 #include "data/integrity.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/safetensors.h"
@@ -159,6 +160,7 @@ std::optional<std::string> latest_checkpoint(const std::string& output_dir) {
 }
 
 std::string save_checkpoint(const std::string& output_dir, int64_t step, const CheckpointData& data, int keep_last) {
+  profiler::RecordScope span("save_checkpoint", profiler::Category::Checkpoint);
   KILN_CHECK(step >= 0, "save_checkpoint: negative step ", step);
   KILN_CHECK(data.trainer_state.is_object() && data.trainer_state.contains("step"),
              "save_checkpoint: trainer_state must be an object holding \"step\"");

@@ -2,7 +2,8 @@
 // clipping, logging, evaluation, checkpoints and resume. One train() call is
 // a TrainingRun, in phases: set-up (agreed step counts, optimizer), resume or
 // a fresh start, then steps (micro-batches, optimizer step, logging,
-// evaluation and saves, the stop check of Note [Preemption]) and the end
+// evaluation and saves, the stop check of Note [Preemption]; each a "step"
+// span of the profiler, which records the --profile-steps window) and the end
 // (final evaluation, checkpoint and model).
 #include "train/trainer.h"
 
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/profiler.h"
 #include "core/random.h"
 #include "data/integrity.h"
 #include "dist/ddp.h"
@@ -175,6 +177,9 @@ class TrainingRun {
   void save(int64_t s);
   void evaluate(int64_t s);
   void finish(int stop_signal);
+  void profile_before_step();
+  void profile_after_step();
+  void write_profile();
 
   const TrainingArguments& args_;
   TrainTask& task_;
@@ -201,6 +206,8 @@ class TrainingRun {
   LogWindow window_;
   TrainResult result_;
   int64_t step_ = 0, steps_here_ = 0, last_saved_ = -1, last_eval_ = -1;
+  std::optional<std::pair<int64_t, int64_t>> profile_steps_;  // --profile-steps
+  std::unique_ptr<profiler::Profile> profile_;                 // recording the window now
 };
 
 TrainingRun::TrainingRun(const TrainingArguments& args, TrainTask& task, std::ostream& user_out,
@@ -235,6 +242,7 @@ TrainingRun::TrainingRun(const TrainingArguments& args, TrainTask& task, std::os
   optimizer_ = make_optimizer(args, model_);
   scheduler_ = std::make_unique<optim::Scheduler>(*optimizer_, make_schedule(args, warmup_, total_));
   params_ = parameters_of(model_);
+  if (!args.profile_steps.empty()) profile_steps_ = parse_profile_steps(args.profile_steps);
 }
 
 // Note [Agreed step counts].
@@ -460,7 +468,35 @@ int TrainingRun::agreed_stop_signal(const StopSignals& signals) {
   return static_cast<int>(all_reduced(group_, {static_cast<double>(local)}, dist::ReduceOp::Max)[0]);
 }
 
+// --profile-steps A:B: recording starts before step A (or the first step of
+// a resumed run inside the window) and ends after step B or with the run.
+void TrainingRun::profile_before_step() {
+  if (!profile_steps_ || profile_) return;
+  const int64_t next = step_ + 1;
+  if (next >= profile_steps_->first && next <= profile_steps_->second)
+    profile_ = std::make_unique<profiler::Profile>();
+}
+
+void TrainingRun::profile_after_step() {
+  if (profile_ && step_ >= profile_steps_->second) write_profile();
+}
+
+void TrainingRun::write_profile() {
+  profile_->stop();
+  const auto [first, last] = *profile_steps_;
+  const std::string dir = args_.profile_dir.empty() ? (out_dir_ / "profile").string() : args_.profile_dir;
+  const std::string stem = "trace-steps" + std::to_string(first) + "-" + std::to_string(last) + "-rank" +
+                           std::to_string(args_.rank);
+  const std::string path = profiler::save_profile(*profile_, dir, stem);
+  out_ << "profile of steps " << first << ".." << std::min(last, step_) << " written to " << path
+       << " (open it in https://ui.perfetto.dev or chrome://tracing; the whole table beside it, .txt):\n"
+       << profile_->key_averages({}, 20);
+  profile_.reset();
+  profile_steps_.reset();  // one window per run
+}
+
 void TrainingRun::finish(int stop_signal) {
+  if (profile_) write_profile();  // the run ended inside the window
   progress_->finish();
   result_.step = step_;
   result_.finished = step_ >= total_;
@@ -493,9 +529,14 @@ TrainResult TrainingRun::run() {
   progress_.emplace(total_, out_, &out_ == &std::cout && stdout_is_terminal(), step_);
   int stop_signal = 0;
   while (step_ < total_ && !(args_.stop_after_steps > 0 && steps_here_ >= args_.stop_after_steps)) {
-    train_step();
-    signals.test_hook(step_, distributed_ ? group_->rank() : 0);
-    after_step();
+    profile_before_step();
+    {
+      profiler::RecordScope span("step", profiler::Category::Step);
+      train_step();
+      signals.test_hook(step_, distributed_ ? group_->rank() : 0);
+      after_step();
+    }
+    profile_after_step();
     if (step_ < total_ && (stop_signal = agreed_stop_signal(signals)) != 0) break;
   }
   finish(stop_signal);

@@ -55,6 +55,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -125,6 +126,11 @@ struct TrainingArguments {
   // the tool from dist::init_process_group(), not flags). Each rank trains on
   // its shard (data::DistributedSampler) with batch_size examples per step.
   int64_t rank = 0, world_size = 1;
+  // Profiling (Note [Profiler], core/profiler.h): "A:B" records steps A..B
+  // (1-based, A <= B) and writes their Chrome trace and key_averages table
+  // into profile_dir ("": <output_dir>/profile), never over an existing file.
+  std::string profile_steps;
+  std::string profile_dir;
 
   // Checks ranges and choices; kiln::Error naming the flag (e.g. "--batch-size must be >= 1, got 0").
   void validate() const;
@@ -200,6 +206,10 @@ void check_output_dir_apart_from_model(const TrainingArguments& args);
 // The training sampler of a task: each rank's shard under data parallel,
 // else a seeded random permutation.
 std::shared_ptr<const data::Sampler> training_sampler(const TrainingArguments& args, size_t dataset_size);
+
+// The steps (first, last) of a --profile-steps value "A:B"; kiln::Error
+// naming the flag unless 1 <= A <= B.
+std::pair<int64_t, int64_t> parse_profile_steps(const std::string& value);
 
 // ceil(epochs * batches_per_epoch / grad_accum), or max_steps when > 0.
 int64_t total_training_steps(const TrainingArguments& args, size_t batches_per_epoch);

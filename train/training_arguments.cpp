@@ -52,6 +52,25 @@ void check_output_dir_apart_from_model(const TrainingArguments& a) {
              "starts from; choose a --output-dir that does not contain it");
 }
 
+std::pair<int64_t, int64_t> parse_profile_steps(const std::string& value) {
+  const auto bad = [&](const char* why) {
+    fail("--profile-steps '", value, "': ", why, " (expected A:B, the first and last step to profile, 1 <= A <= B)");
+  };
+  const size_t colon = value.find(':');
+  if (colon == std::string::npos) bad("no ':'");
+  int64_t v[2] = {0, 0};
+  const std::string parts[2] = {value.substr(0, colon), value.substr(colon + 1)};
+  for (int i = 0; i < 2; ++i) {
+    const std::string& p = parts[i];
+    if (p.empty() || p.size() > 15 || p.find_first_not_of("0123456789") != std::string::npos)
+      bad("A and B must be positive integers");
+    v[i] = std::stoll(p);
+  }
+  if (v[0] < 1) bad("steps count from 1");
+  if (v[0] > v[1]) bad("A is after B");
+  return {v[0], v[1]};
+}
+
 void TrainingArguments::validate() const {
   auto positive = [](const char* flag, int64_t v) { KILN_CHECK(v >= 1, flag, " must be >= 1, got ", v); };
   positive("--batch-size", batch_size);
@@ -85,6 +104,7 @@ void TrainingArguments::validate() const {
              "sequence-classification, not ", task);
   KILN_CHECK(!label_all_tokens || task == "token-classification",
              "--label-all-tokens applies to --task token-classification, not ", task);
+  if (!profile_steps.empty()) parse_profile_steps(profile_steps);
   KILN_CHECK(amp == "none" || amp == "bf16" || amp == "fp16", "--amp must be none, bf16 or fp16, got '", amp, "'");
 }
 
