@@ -116,6 +116,13 @@ class OpScope {
     if (rec_) [[unlikely]] rec_->outputs.push_back(t);
     return t;
   }
+  // sort/topk/max's (values, indices) pair (ops/ops.h's ValuesIndices).
+  template <class VI>
+    requires requires(const VI& vi) { vi.values; vi.indices; }
+  const VI& out(const VI& vi) {
+    if (rec_) [[unlikely]] rec_->outputs.insert(rec_->outputs.end(), {vi.values, vi.indices});
+    return vi;
+  }
   const std::vector<Tensor>& out(const std::vector<Tensor>& ts) {
     if (rec_) [[unlikely]] rec_->outputs.insert(rec_->outputs.end(), ts.begin(), ts.end());
     return ts;

@@ -105,21 +105,25 @@ Tensor sample_tensor(const Shape& shape, uint64_t seed, double lo, double hi) {
 using namespace detail;
 
 Tensor contiguous(const Tensor& x) {
+  OpScope scope("contiguous", x);
   check_defined(x, "contiguous", "x");
-  return x.is_contiguous() ? x : clone(x);
+  return scope.out(x.is_contiguous() ? x : clone(x));
 }
 
 Tensor clone(const Tensor& x) {
+  OpScope scope("clone", x);
   check_defined(x, "clone", "x");
   Tensor out = empty_tensor(x.sizes(), x.dtype(), x.device());
   backend(x.device()).copy(out, x);
   if (should_record({x})) record("clone", {x}, {out}, [](const TensorList& g) { return TensorList{g[0]}; });
-  return out;
+  return scope.out(out);
 }
 
 Tensor to_dtype(const Tensor& x, DType dtype) {
+  OpScope scope("to_dtype", x);
+  scope.attr("dtype", dtype);
   check_defined(x, "to", "x");
-  if (x.dtype() == dtype) return x;
+  if (x.dtype() == dtype) return scope.out(x);
   Tensor out = raw_cast(x, dtype);
   if (should_record({x})) {
     KILN_CHECK(is_floating(dtype), "to: cannot cast a tensor that requires grad to ", dtype_name(dtype),
@@ -127,13 +131,15 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
     const DType from = x.dtype();
     record("to_dtype", {x}, {out}, [from](const TensorList& g) { return TensorList{raw_cast(g[0], from)}; });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor to_device(const Tensor& x, Device device) {
+  OpScope scope("to_device", x);
+  scope.attr("device", device.str());
   check_defined(x, "to", "x");
   const Device from = x.device();
-  if (from == device) return x;
+  if (from == device) return scope.out(x);
   backend(device);  // "built without CUDA" before anything else
   Tensor src = raw_contiguous(x);
   Tensor out = empty_tensor(x.sizes(), x.dtype(), device);
@@ -148,7 +154,7 @@ Tensor to_device(const Tensor& x, Device device) {
   }
   if (should_record({x}))
     record("to_device", {x}, {out}, [from](const TensorList& g) { return TensorList{to_device(g[0], from)}; });
-  return out;
+  return scope.out(out);
 }
 
 // ---- Tensor methods: copies and in-place -----------------------------------
@@ -162,23 +168,30 @@ Tensor Tensor::to(Device d, DType t) const { return to_dtype(to_device(*this, d)
 Tensor& Tensor::zero_() { return fill_(0.0); }
 
 Tensor& Tensor::fill_(double value) {
+  OpScope scope("fill_", *this);
+  scope.attr("value", value);
   check_inplace(*this, {}, "fill_");
   backend(device()).fill(*this, value);
   bump_version();
+  scope.out(*this);
   return *this;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  OpScope scope("copy_", *this, src);
   check_inplace(*this, {src}, "copy_");
   check_defined(src, "copy_", "src");
   Tensor s = src;
   if (s.device() != device()) s = to_device(s.detach(), device());
   backend(device()).copy(*this, raw_expand(s, sizes()));
   bump_version();
+  scope.out(*this);
   return *this;
 }
 
 Tensor& Tensor::add_(const Tensor& o, double alpha) {
+  OpScope scope("add_", *this, o);
+  scope.attr("alpha", alpha);
   check_inplace(*this, {o}, "add_");
   check_same_device(*this, o, "add_");
   Tensor other = raw_expand(raw_cast(o, dtype()), sizes());
@@ -190,26 +203,32 @@ Tensor& Tensor::add_(const Tensor& o, double alpha) {
   }
   backend(device()).binary(BinaryOp::Add, *this, *this, other);
   bump_version();
+  scope.out(*this);
   return *this;
 }
 
 Tensor& Tensor::mul_(const Tensor& o) {
+  OpScope scope("mul_", *this, o);
   check_inplace(*this, {o}, "mul_");
   check_same_device(*this, o, "mul_");
   backend(device()).binary(BinaryOp::Mul, *this, *this, raw_expand(raw_cast(o, dtype()), sizes()));
   bump_version();
+  scope.out(*this);
   return *this;
 }
 
 Tensor& Tensor::mul_(double s) { return mul_(scalar_tensor(s, TensorOptions(dtype(), device()))); }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  OpScope scope("masked_fill_", *this, mask);
+  scope.attr("value", value);
   check_inplace(*this, {}, "masked_fill_");
   KILN_CHECK(mask.dtype() == DType::Bool, "masked_fill_: mask must be bool, got ", dtype_name(mask.dtype()));
   check_same_device(*this, mask, "masked_fill_");
   Tensor v = raw_expand(scalar_tensor(value, TensorOptions(dtype(), device())), sizes());
   backend(device()).where(*this, raw_expand(mask, sizes()), v, *this);
   bump_version();
+  scope.out(*this);
   return *this;
 }
 

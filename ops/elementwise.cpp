@@ -110,26 +110,31 @@ Tensor helper(BinaryOp op, const Tensor& x, const Tensor& g) {
 // ---- binary arithmetic --------------------------------------------------------
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  OpScope scope("add", a, b);
+  scope.attr("alpha", alpha);
   Tensor bb = alpha == 1.0 ? b : mul(b, alpha);
   Tensor out = binary_forward(BinaryOp::Add, a, bb, "add");
   if (should_record({a, bb}))
     record("add", {a, bb}, {out}, [ma = InputMeta(a), mb = InputMeta(bb)](const TensorList& g) {
       return TensorList{grad_for(g[0], ma), grad_for(g[0], mb)};
     });
-  return out;
+  return scope.out(out);
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  OpScope scope("sub", a, b);
+  scope.attr("alpha", alpha);
   Tensor bb = alpha == 1.0 ? b : mul(b, alpha);
   Tensor out = binary_forward(BinaryOp::Sub, a, bb, "sub");
   if (should_record({a, bb}))
     record("sub", {a, bb}, {out}, [ma = InputMeta(a), mb = InputMeta(bb)](const TensorList& g) {
       return TensorList{grad_for(g[0], ma), grad_for(neg(g[0]), mb)};
     });
-  return out;
+  return scope.out(out);
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  OpScope scope("mul", a, b);
   Tensor out = binary_forward(BinaryOp::Mul, a, b, "mul");
   if (should_record({a, b})) {
     const auto need = grad_mask({a, b});
@@ -142,10 +147,11 @@ Tensor mul(const Tensor& a, const Tensor& b) {
       return TensorList{ga, gb};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  OpScope scope("div", a, b);
   Tensor out = binary_forward(BinaryOp::Div, a, b, "div");
   if (should_record({a, b})) {
     const auto need = grad_mask({a, b});
@@ -159,10 +165,11 @@ Tensor div(const Tensor& a, const Tensor& b) {
       return TensorList{ga, gb};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
+  OpScope scope("pow", a, b);
   Tensor out = binary_forward(BinaryOp::Pow, a, b, "pow");
   if (should_record({a, b})) {
     const auto need = grad_mask({a, b});
@@ -177,10 +184,12 @@ Tensor pow(const Tensor& a, const Tensor& b) {
       return TensorList{ga, gb};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor pow(const Tensor& a, double exponent) {
+  OpScope scope("pow", a);
+  scope.attr("exponent", exponent);
   check_defined(a, "pow", "a");
   Tensor e = scalar_tensor(exponent, TensorOptions(is_floating(a.dtype()) ? a.dtype() : DType::Float32, a.device()));
   Tensor out = binary_forward(BinaryOp::Pow, a, e, "pow");
@@ -191,7 +200,7 @@ Tensor pow(const Tensor& a, double exponent) {
       return TensorList{raw_cast(mul(g[0], mul(pow(sa.get(), exponent - 1.0), exponent)), ad)};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 static Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
@@ -214,8 +223,14 @@ static Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char
   return out;
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Maximum, a, b, "maximum"); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Minimum, a, b, "minimum"); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  OpScope scope("maximum", a, b);
+  return scope.out(extremum(BinaryOp::Maximum, a, b, "maximum"));
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  OpScope scope("minimum", a, b);
+  return scope.out(extremum(BinaryOp::Minimum, a, b, "minimum"));
+}
 
 Tensor add(const Tensor& a, double b) { check_defined(a, "add", "a"); return add(a, wrap_scalar(b, a)); }
 Tensor sub(const Tensor& a, double b) { check_defined(a, "sub", "a"); return sub(a, wrap_scalar(b, a)); }
@@ -225,12 +240,14 @@ Tensor div(const Tensor& a, double b) { check_defined(a, "div", "a"); return div
 // ---- unary --------------------------------------------------------------------
 
 Tensor neg(const Tensor& x) {
+  OpScope scope("neg", x);
   Tensor out = unary_forward(UnaryOp::Neg, x, "neg", false);
   if (should_record({x})) record("neg", {x}, {out}, [](const TensorList& g) { return TensorList{neg(g[0])}; });
-  return out;
+  return scope.out(out);
 }
 
 Tensor abs(const Tensor& x) {
+  OpScope scope("abs", x);
   Tensor out = unary_forward(UnaryOp::Abs, x, "abs", false);
   if (should_record({x})) {
     SavedTensor sx(x, "abs");
@@ -240,12 +257,13 @@ Tensor abs(const Tensor& x) {
       return TensorList{mul(g[0], sign)};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 // Unary ops whose derivative is a function of the output y (exp, sqrt, ...).
 #define KILN_UNARY_FROM_OUTPUT(NAME, OP, GRAD)                                              \
   Tensor NAME(const Tensor& x) {                                                           \
+    OpScope scope(#NAME, x);                                                               \
     Tensor out = unary_forward(UnaryOp::OP, x, #NAME);                                     \
     if (should_record({x})) {                                                              \
       SavedTensor sy(out, #NAME);                                                          \
@@ -254,11 +272,12 @@ Tensor abs(const Tensor& x) {
         return TensorList{GRAD};                                                           \
       });                                                                                  \
     }                                                                                      \
-    return out;                                                                            \
+    return scope.out(out);                                                                 \
   }
 // Unary ops whose derivative is a function of the input x.
 #define KILN_UNARY_FROM_INPUT(NAME, OP, GRAD)                                               \
   Tensor NAME(const Tensor& x) {                                                           \
+    OpScope scope(#NAME, x);                                                               \
     Tensor out = unary_forward(UnaryOp::OP, x, #NAME);                                     \
     if (should_record({x})) {                                                              \
       SavedTensor sx(x, #NAME);                                                            \
@@ -267,7 +286,7 @@ Tensor abs(const Tensor& x) {
         return TensorList{GRAD};                                                           \
       });                                                                                  \
     }                                                                                      \
-    return out;                                                                            \
+    return scope.out(out);                                                                 \
   }
 
 KILN_UNARY_FROM_OUTPUT(exp, Exp, mul(g[0], y))
@@ -281,15 +300,18 @@ KILN_UNARY_FROM_INPUT(erf, Erf, mul(g[0], mul(exp(neg(mul(xv, xv))), 1.128379167
 #undef KILN_UNARY_FROM_INPUT
 
 Tensor relu(const Tensor& x) {
+  OpScope scope("relu", x);
   Tensor out = unary_forward(UnaryOp::Relu, x, "relu", false);
   if (should_record({x})) {
     SavedTensor sy(out, "relu");
     record("relu", {x}, {out}, [sy](const TensorList& g) { return TensorList{helper(BinaryOp::ReluBackward, sy.get(), g[0])}; });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
+  OpScope scope("gelu", x);
+  scope.attr("approximate", approximate);
   KILN_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
              approximate, "'");
   const bool tanh_form = approximate == "tanh";
@@ -301,12 +323,13 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
       return TensorList{helper(tanh_form ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, sx.get(), g[0])};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 // ---- selection ------------------------------------------------------------------
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  OpScope scope("where", cond, a, b);
   check_defined(cond, "where", "cond");
   check_defined(a, "where", "a");
   check_defined(b, "where", "b");
@@ -334,7 +357,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                         raw_cast(sum_to(where(c, zero, g[0]), bs), bd)};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, double b) {
@@ -362,29 +385,36 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  OpScope scope("masked_fill", x, mask, value);
   check_masked_fill(x, mask);
   check_defined(value, "masked_fill", "value");
   KILN_CHECK(value.dim() == 0, "masked_fill: value must be a 0-dim tensor, got ", shape_str(value.sizes()));
   check_same_device(x, value, "masked_fill");
-  return where(mask, to_dtype(value, x.dtype()), x);
+  return scope.out(where(mask, to_dtype(value, x.dtype()), x));
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  OpScope scope("clamp", x);
+  scope.attr("min", lo);
+  scope.attr("max", hi);
   check_defined(x, "clamp", "x");
   KILN_CHECK(lo || hi, "clamp: at least one of min and max must be given");
   KILN_CHECK(!(lo && hi && *lo > *hi), "clamp: min ", *lo, " is greater than max ", *hi);
   Tensor out = x;
   if (lo) out = where(lt(out, *lo), wrap_scalar(*lo, x), out);
   if (hi) out = where(gt(out, *hi), wrap_scalar(*hi, x), out);
-  return out;
+  return scope.out(out);
 }
 
 // ---- comparisons (no gradient) -------------------------------------------------------
 #define KILN_COMPARISON(NAME, OP)                                                            \
-  Tensor NAME(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::OP, a, b, #NAME); } \
+  Tensor NAME(const Tensor& a, const Tensor& b) {                                            \
+    OpScope scope(#NAME, a, b);                                                              \
+    return scope.out(binary_forward(BinaryOp::OP, a, b, #NAME));                             \
+  }                                                                                          \
   Tensor NAME(const Tensor& a, double b) {                                                   \
     check_defined(a, #NAME, "a");                                                            \
-    return binary_forward(BinaryOp::OP, a, wrap_scalar(b, a), #NAME);                        \
+    return NAME(a, wrap_scalar(b, a));                                                       \
   }
 KILN_COMPARISON(eq, Eq)
 KILN_COMPARISON(ne, Ne)
@@ -395,10 +425,11 @@ KILN_COMPARISON(ge, Ge)
 #undef KILN_COMPARISON
 
 Tensor logical_not(const Tensor& x) {
+  OpScope scope("logical_not", x);
   check_defined(x, "logical_not", "x");
   Tensor out = empty_tensor(x.sizes(), DType::Bool, x.device());
   backend(x.device()).unary(UnaryOp::LogicalNot, out, x);
-  return out;
+  return scope.out(out);
 }
 
 // ---- operators ----------------------------------------------------------------------

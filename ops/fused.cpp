@@ -231,6 +231,11 @@ Tensor attention_sdpa(const TensorList& inputs, const Tensor& q, const Tensor& k
 
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const Tensor& mask_bias,
                             double p, bool training, Generator* gen, bool causal) {
+  OpScope scope("multi_head_attention", q, k, v, mask_bias);
+  scope.attr("heads", heads);
+  scope.attr("p", p);
+  scope.attr("training", training);
+  scope.attr("causal", causal);
   check_defined(q, "multi_head_attention", "q");
   check_defined(k, "multi_head_attention", "k");
   check_defined(v, "multi_head_attention", "v");
@@ -247,15 +252,20 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   if (use_sdpa(q, S, heads, mask_bias, p, training, causal)) {
     Tensor out = attention_sdpa({q, k, v}, raw_contiguous(q), raw_contiguous(k), raw_contiguous(v), heads, mask_bias, p,
                                 training, gen, causal);
-    if (out.defined()) return out;
+    if (out.defined()) return scope.out(out);
   }
-  if (!use_fused(q, k, p, training)) return attention_composite(q, k, v, heads, mask_bias, p, training, gen, causal);
+  if (!use_fused(q, k, p, training)) return scope.out(attention_composite(q, k, v, heads, mask_bias, p, training, gen, causal));
   Tensor qk = kernel_operand(q), kk = kernel_operand(k), vk = kernel_operand(v);
-  return attention_fused({q, k, v}, qk, kk, vk, heads, mask_bias, p, training, gen, causal);
+  return scope.out(attention_fused({q, k, v}, qk, kk, vk, heads, mask_bias, p, training, gen, causal));
 }
 
 Tensor multi_head_attention_qkv(const Tensor& qkv, int64_t heads, const Tensor& mask_bias, double p, bool training,
                                 Generator* gen, bool causal) {
+  OpScope scope("multi_head_attention_qkv", qkv, mask_bias);
+  scope.attr("heads", heads);
+  scope.attr("p", p);
+  scope.attr("training", training);
+  scope.attr("causal", causal);
   check_defined(qkv, "multi_head_attention_qkv", "qkv");
   KILN_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0,
              "multi_head_attention_qkv: qkv must be (batch, seq, 3 * hidden), got ", shape_str(qkv.sizes()));
@@ -265,19 +275,19 @@ Tensor multi_head_attention_qkv(const Tensor& qkv, int64_t heads, const Tensor& 
     const Tensor kq = raw_contiguous(qkv);  // q, k, v and the gradient's blocks in one layout
     Tensor out = attention_sdpa({qkv}, column_block(kq, 0, C), column_block(kq, 1, C), column_block(kq, 2, C), heads,
                                 mask_bias, p, training, gen, causal);
-    if (out.defined()) return out;
+    if (out.defined()) return scope.out(out);
   }
   const Tensor q = column_block(qkv, 0, C);
   if (!use_fused(qkv, qkv, p, training) || qkv.stride(2) != 1) {
     if (use_fused(qkv, qkv, p, training))
-      return multi_head_attention_qkv(contiguous(qkv), heads, mask_bias, p, training, gen, causal);
+      return scope.out(multi_head_attention_qkv(contiguous(qkv), heads, mask_bias, p, training, gen, causal));
     check_attention_args(q, T, heads, mask_bias, p, causal);
-    return attention_composite(narrow(qkv, 2, 0, C), narrow(qkv, 2, C, C), narrow(qkv, 2, 2 * C, C), heads, mask_bias,
-                               p, training, gen, causal);
+    return scope.out(attention_composite(narrow(qkv, 2, 0, C), narrow(qkv, 2, C, C), narrow(qkv, 2, 2 * C, C), heads, mask_bias,
+                               p, training, gen, causal));
   }
   check_attention_args(q, T, heads, mask_bias, p, causal);
-  return attention_fused({qkv}, q, column_block(qkv, 1, C), column_block(qkv, 2, C), heads, mask_bias, p, training,
-                         gen, causal);
+  return scope.out(attention_fused({qkv}, q, column_block(qkv, 1, C), column_block(qkv, 2, C), heads, mask_bias, p, training,
+                         gen, causal));
 }
 
 // Note [Bias in the GEMM]: linear() is matmul then add(bias): the GEMM
@@ -287,13 +297,14 @@ Tensor multi_head_attention_qkv(const Tensor& qkv, int64_t heads, const Tensor& 
 // most for the MLM decoder's (masked rows, vocabulary) logits. Backward is
 // linear's: g @ W, g^T @ x and the column sums of g.
 Tensor linear_fused(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  OpScope scope("linear_fused", x, weight, bias);
   check_defined(x, "linear_fused", "x");
   check_defined(weight, "linear_fused", "weight");
   const bool plain = !bias.defined() || autocast::is_active() || !is_floating(x.dtype()) ||
                      weight.dtype() != x.dtype() || bias.dtype() != x.dtype() || weight.dim() != 2 ||
                      x.dim() < 1 || bias.dim() != 1 || x.size(-1) != weight.size(1) ||
                      bias.size(0) != weight.size(0) || x.numel() == 0 || weight.numel() == 0;
-  if (plain) return linear(x, weight, bias);  // also the place for linear's argument errors
+  if (plain) return scope.out(linear(x, weight, bias));  // also the place for linear's argument errors
   check_same_device(x, weight, "linear_fused");
   check_same_device(x, bias, "linear_fused");
   const int64_t in = weight.size(1), out_f = weight.size(0), R = x.numel() / in;
@@ -317,7 +328,7 @@ Tensor linear_fused(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       return TensorList{dx, dw, db};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 // Note [Linear and GELU]: BERT's intermediate layer is gelu(linear(x)).
@@ -333,6 +344,8 @@ Tensor linear_fused(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 // The DGELU epilogues fuse GELU' into the GEMM that produces g, which
 // belongs to the next layer's backward, so they have no place here.
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::string& approximate) {
+  OpScope scope("linear_gelu", x, weight, bias);
+  scope.attr("approximate", approximate);
   KILN_CHECK(approximate == "none" || approximate == "tanh", "linear_gelu: approximate must be 'none' or 'tanh', got '",
              approximate, "'");
   check_defined(x, "linear_gelu", "x");
@@ -342,7 +355,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, co
                      weight.dtype() != x.dtype() || bias.dtype() != x.dtype() || weight.dim() != 2 ||
                      x.dim() < 1 || bias.dim() != 1 || x.size(-1) != weight.size(1) ||
                      bias.size(0) != weight.size(0) || x.numel() == 0 || weight.numel() == 0;
-  if (plain) return gelu(linear(x, weight, bias), approximate);  // also the place for linear's argument errors
+  if (plain) return scope.out(gelu(linear(x, weight, bias), approximate));  // also the place for linear's argument errors
   check_same_device(x, weight, "linear_gelu");
   check_same_device(x, bias, "linear_gelu");
   const int64_t in = weight.size(1), out_f = weight.size(0), R = x.numel() / in;
@@ -370,7 +383,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, co
       return TensorList{dx, dw, db};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 // Note [Dropout and residual]: dropout(x) + residual composed is a bernoulli
@@ -379,6 +392,9 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 // dropout() makes) as bool and applies it and the residual in one pass;
 // backward is one pass for x, and residual's gradient is the incoming one.
 Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool training, Generator* gen) {
+  OpScope scope("dropout_add", x, residual);
+  scope.attr("p", p);
+  scope.attr("training", training);
   check_defined(x, "dropout_add", "x");
   KILN_CHECK(p >= 0.0 && p <= 1.0, "dropout_add: dropout probability must be in [0, 1], got ", p);
   if (residual.defined()) {
@@ -392,7 +408,7 @@ Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool train
   };
   if (!training || p == 0.0 || p == 1.0 || !is_floating(x.dtype()) ||
       (residual.defined() && residual.dtype() != x.dtype()) || x.numel() == 0)
-    return composed();
+    return scope.out(composed());
   Tensor keep = bernoulli(x.sizes(), 1.0 - p, TensorOptions(DType::Bool, x.device()), gen);
   const double scale = 1.0 / (1.0 - p);
   Tensor xc = raw_contiguous(x);
@@ -410,7 +426,7 @@ Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool train
       return with_residual ? TensorList{dx, g[0]} : TensorList{dx};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 using S = std::vector<OpSample>;

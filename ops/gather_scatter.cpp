@@ -135,11 +135,13 @@ Tensor scatter_impl(const Tensor& x, int64_t dim_in, const Tensor& index, const 
 // forward:  out[p] = x[p with dim := index[p]]        x (..., n, ...), index/out (..., k, ...)
 // backward: dx = zeros(x).scatter_add(dim, index, dout)
 Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
+  OpScope scope("gather", x, index);
+  scope.attr("dim", dim_in);
   check_defined(x, "gather", "x");
   check_defined(index, "gather", "index");
   if (scalar_case(x, dim_in, "gather")) {
     KILN_CHECK(index.dim() == 0, "gather: a 0-dim input takes a 0-dim index, got ", shape_str(index.sizes()));
-    return reshape(gather(reshape(x, {1}), 0, reshape(index, {1})), {});
+    return scope.out(reshape(gather(reshape(x, {1}), 0, reshape(index, {1})), {}));
   }
   const int64_t dim = wrap_dim(dim_in, x.dim(), "gather");
   const Tensor idx = checked_index(x, dim, index, Tensor(), "gather");
@@ -153,7 +155,7 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
       return TensorList{gx};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 // ---- scatter / scatter_add -----------------------------------------------------------
@@ -161,18 +163,25 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
 // backward: dx = dout with the written positions zeroed (scatter_add: dout);
 //           dsrc = dout.gather(dim, index), zero-padded to src's shape
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  return scatter_impl(x, dim, index, src, false, "scatter");
+  OpScope scope("scatter", x, index, src);
+  scope.attr("dim", dim);
+  return scope.out(scatter_impl(x, dim, index, src, false, "scatter"));
 }
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value) {
+  OpScope scope("scatter", x, index);
+  scope.attr("dim", dim);
+  scope.attr("value", value);
   check_defined(x, "scatter", "x");
   check_defined(index, "scatter", "index");
   Tensor v = raw_expand(scalar_tensor(value, TensorOptions(x.dtype(), x.device())), index.sizes());
-  return scatter_impl(x, dim, index, v, false, "scatter");
+  return scope.out(scatter_impl(x, dim, index, v, false, "scatter"));
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  return scatter_impl(x, dim, index, src, true, "scatter_add");
+  OpScope scope("scatter_add", x, index, src);
+  scope.attr("dim", dim);
+  return scope.out(scatter_impl(x, dim, index, src, true, "scatter_add"));
 }
 
 // ---- registry samples -----------------------------------------------------------------

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "autograd/record.h"
+#include "core/op_scope.h"
 #include "core/backend.h"
 #include "ops/op_registry.h"
 #include "ops/ops.h"

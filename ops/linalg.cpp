@@ -77,6 +77,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  OpScope scope("matmul", a_in, b_in);
   Tensor a = a_in, b = b_in;
   autocast::cast_inputs("matmul", a, b);  // Note [Autocast policy]
   check_defined(a, "matmul", "a");
@@ -94,19 +95,20 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
                shape_str(a.sizes()), " and ", shape_str(b.sizes()), " have batch dimensions that do not broadcast (",
                a.size(-i), " vs ", b.size(-i), " at dim ", -i, ")");
   if (a.dim() == 1 && b.dim() == 1) {
-    return reshape(matmul_nd(unsqueeze(a, 0), unsqueeze(b, 1)), {});
+    return scope.out(reshape(matmul_nd(unsqueeze(a, 0), unsqueeze(b, 1)), {}));
   }
-  if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
-  if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
+  if (a.dim() == 1) return scope.out(squeeze(matmul(unsqueeze(a, 0), b), -2));
+  if (b.dim() == 1) return scope.out(squeeze(matmul(a, unsqueeze(b, 1)), -1));
   if (b.dim() == 2 && a.dim() > 2) {  // fold batch into rows: one large GEMM
     Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
     out_shape.push_back(b.size(1));
-    return reshape(matmul_nd(reshape(a, {-1, a.size(-1)}), b), out_shape);
+    return scope.out(reshape(matmul_nd(reshape(a, {-1, a.size(-1)}), b), out_shape));
   }
-  return matmul_nd(a, b);
+  return scope.out(matmul_nd(a, b));
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  OpScope scope("linear", x_in, weight_in, bias_in);
   Tensor x = x_in, weight = weight_in, bias = bias_in;
   autocast::cast_inputs("linear", x, weight, bias);  // Note [Autocast policy]
   check_defined(x, "linear", "x");
@@ -120,7 +122,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                " for ", weight.size(0), " output features");
     y = add(y, bias);
   }
-  return y;
+  return scope.out(y);
 }
 
 Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }

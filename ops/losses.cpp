@@ -32,15 +32,19 @@ Tensor reduce_loss(const Tensor& loss, const std::string& reduction, const char*
 }  // namespace
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, const std::string& reduction) {
+  OpScope scope("mse_loss", input_in, target_in);
+  scope.attr("reduction", reduction);
   Tensor input = input_in, target = target_in;
   autocast::cast_inputs("mse_loss", input, target);  // Note [Autocast policy]
   check_loss_inputs(input, target, "mse_loss");
   const Tensor d = sub(input, target);
-  return reduce_loss(mul(d, d), reduction, "mse_loss");
+  return scope.out(reduce_loss(mul(d, d), reduction, "mse_loss"));
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& target_in,
                                         const std::string& reduction) {
+  OpScope scope("binary_cross_entropy_with_logits", logits_in, target_in);
+  scope.attr("reduction", reduction);
   Tensor logits = logits_in, target = target_in;
   autocast::cast_inputs("binary_cross_entropy_with_logits", logits, target);  // Note [Autocast policy]
   check_loss_inputs(logits, target, "binary_cross_entropy_with_logits");
@@ -60,7 +64,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
       return TensorList{mul(g[0], sub(sigmoid(x), y)), mul(g[0], neg(x))};
     });
   }
-  return reduce_loss(loss, reduction, "binary_cross_entropy_with_logits");
+  return scope.out(reduce_loss(loss, reduction, "binary_cross_entropy_with_logits"));
 }
 
 using S = std::vector<OpSample>;

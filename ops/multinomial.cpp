@@ -52,6 +52,9 @@ void check_weights(const Tensor& p, int64_t n, bool replacement) {
 
 // probs (C) or (R, C) -> (n) or (R, n) int64
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* gen) {
+  OpScope scope("multinomial", probs);
+  scope.attr("num_samples", num_samples);
+  scope.attr("replacement", replacement);
   check_defined(probs, "multinomial", "probs");
   KILN_CHECK(probs.dim() == 1 || probs.dim() == 2, "multinomial: probs must be 1-D or 2-D, got ",
              shape_str(probs.sizes()));
@@ -69,7 +72,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   Tensor u = rand({R, num_samples}, TensorOptions(DType::Float64, probs.device()), gen);
   Tensor out = empty_tensor({R, num_samples}, DType::Int64, probs.device());
   if (R > 0) backend(probs.device()).multinomial(out, p, u, replacement);
-  return probs.dim() == 1 ? raw_view(out, {num_samples}) : out;
+  return scope.out(probs.dim() == 1 ? raw_view(out, {num_samples}) : out);
 }
 
 // ---- registry samples -----------------------------------------------------------------

@@ -60,15 +60,19 @@ Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
 }  // namespace
 
 Tensor softmax(const Tensor& x_in, int64_t dim) {
+  OpScope scope("softmax", x_in);
+  scope.attr("dim", dim);
   Tensor x = x_in;
   autocast::cast_inputs("softmax", x);  // Note [Autocast policy]
-  return softmax_impl(x, dim, false);
+  return scope.out(softmax_impl(x, dim, false));
 }
 
 Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  OpScope scope("log_softmax", x_in);
+  scope.attr("dim", dim);
   Tensor x = x_in;
   autocast::cast_inputs("log_softmax", x);
-  return softmax_impl(x, dim, true);
+  return scope.out(softmax_impl(x, dim, true));
 }
 
 namespace {
@@ -90,6 +94,8 @@ Tensor mask_rows(const Tensor& x, const Tensor& mask) {
 }  // namespace
 
 Tensor scaled_masked_softmax(const Tensor& x_in, double scale, const Tensor& mask_in) {
+  OpScope scope("scaled_masked_softmax", x_in, mask_in);
+  scope.attr("scale", scale);
   Tensor x = x_in, mask = mask_in;
   autocast::cast_inputs("scaled_masked_softmax", x, mask);  // Note [Autocast policy]
   check_defined(x, "scaled_masked_softmax", "x");
@@ -102,7 +108,7 @@ Tensor scaled_masked_softmax(const Tensor& x_in, double scale, const Tensor& mas
                      !(mask.defined() && grad_enabled() && mask.requires_grad());
   if (!fused) {  // the composition (the CPU; the oracle of the fused kernels)
     Tensor s = mul(x, scale);
-    return softmax(mask.defined() ? add(s, mask) : s, -1);
+    return scope.out(softmax(mask.defined() ? add(s, mask) : s, -1));
   }
   const int64_t C = x.size(-1);
   Tensor xr = raw_view(raw_contiguous(x), {x.numel() / C, C});
@@ -120,11 +126,14 @@ Tensor scaled_masked_softmax(const Tensor& x_in, double scale, const Tensor& mas
       return TensorList{raw_view(mul(dx, scale), x.sizes())};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  OpScope scope("layer_norm", x_in, weight_in, bias_in);
+  scope.attr("normalized_shape", normalized_shape);
+  scope.attr("eps", eps);
   Tensor x = x_in, weight = weight_in, bias = bias_in;
   autocast::cast_inputs("layer_norm", x, weight, bias);  // Note [Autocast policy]
   check_defined(x, "layer_norm", "x");
@@ -172,10 +181,12 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
                         need[2] ? raw_cast(raw_view(db, normalized_shape), wd) : Tensor()};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t> padding_idx) {
+  OpScope scope("embedding", weight, ids);
+  scope.attr("padding_idx", padding_idx);
   check_defined(weight, "embedding", "weight");
   check_defined(ids, "embedding", "ids");
   KILN_CHECK(weight.dim() == 2, "embedding: weight must be (num_embeddings, dim), got ", shape_str(weight.sizes()));
@@ -207,20 +218,27 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t>
       return TensorList{gw};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  OpScope scope("dropout", x);
+  scope.attr("p", p);
+  scope.attr("training", training);
   check_defined(x, "dropout", "x");
   KILN_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
-  if (!training || p == 0.0) return x;
-  if (p == 1.0) return mul(x, 0.0);
+  if (!training || p == 0.0) return scope.out(x);
+  if (p == 1.0) return scope.out(mul(x, 0.0));
   Tensor keep = bernoulli(x.sizes(), 1.0 - p, TensorOptions(x.dtype(), x.device()), gen);
-  return mul(x, mul(keep, 1.0 / (1.0 - p)));
+  return scope.out(mul(x, mul(keep, 1.0 / (1.0 - p))));
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, double label_smoothing,
                      const std::string& reduction) {
+  OpScope scope("cross_entropy", logits_in, target);
+  scope.attr("ignore_index", ignore_index);
+  scope.attr("label_smoothing", label_smoothing);
+  scope.attr("reduction", reduction);
   Tensor logits = logits_in;
   autocast::cast_inputs("cross_entropy", logits);  // Note [Autocast policy]
   check_defined(logits, "cross_entropy", "logits");
@@ -263,13 +281,13 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
       return TensorList{raw_view(dl, ls)};
     });
   }
-  if (reduction == "none") return reshape(loss, lead);
+  if (reduction == "none") return scope.out(reshape(loss, lead));
   Tensor total = sum(loss);
-  if (reduction == "sum") return total;
+  if (reduction == "sum") return scope.out(total);
   // NaN when every target is ignored, as PyTorch. The same quotient either way
   // (the count rounded to total's dtype once); a device count is never read back.
-  if (counted.device().is_cpu()) return div(total, static_cast<double>(counted.item<int64_t>()));
-  return div(total, raw_cast(counted, total.dtype()));
+  if (counted.device().is_cpu()) return scope.out(div(total, static_cast<double>(counted.item<int64_t>())));
+  return scope.out(div(total, raw_cast(counted, total.dtype())));
 }
 
 using S = std::vector<OpSample>;

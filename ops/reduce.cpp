@@ -32,6 +32,9 @@ Tensor expand_back(const Tensor& g, const Shape& in, const Shape& dims) {
 }  // namespace
 
 Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
+  OpScope scope("sum", x_in);
+  scope.attr("dims", dims_in);
+  scope.attr("keepdim", keepdim);
   Tensor x = x_in;
   autocast::cast_inputs("sum", x);  // Note [Autocast policy]
   check_defined(x, "sum", "x");
@@ -42,12 +45,15 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     const Shape in = x.sizes();
     record("sum", {x}, {out}, [in, dims](const TensorList& g) { return TensorList{expand_back(g[0], in, dims)}; });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 
 Tensor mean(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
+  OpScope scope("mean", x_in);
+  scope.attr("dims", dims_in);
+  scope.attr("keepdim", keepdim);
   Tensor x = x_in;
   autocast::cast_inputs("mean", x);  // Note [Autocast policy]
   check_defined(x, "mean", "x");
@@ -59,8 +65,8 @@ Tensor mean(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
   // 16-bit floats: sum and divide in float32 (Note [Low-precision compute]),
   // so a mean of many values cannot overflow float16's 65504.
   if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)
-    return to_dtype(div(sum(to_dtype(x, DType::Float32), dims, keepdim), static_cast<double>(count)), x.dtype());
-  return div(sum(x, dims, keepdim), static_cast<double>(count));
+    return scope.out(to_dtype(div(sum(to_dtype(x, DType::Float32), dims, keepdim), static_cast<double>(count)), x.dtype()));
+  return scope.out(div(sum(x, dims, keepdim), static_cast<double>(count)));
 }
 
 Tensor mean(const Tensor& x) { return mean(x, {}, false); }
@@ -84,17 +90,30 @@ static Tensor extreme(ReduceOp op, const Tensor& x, const Shape& dims_in, bool k
   return out;
 }
 
-Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(ReduceOp::Max, x, dims, keepdim, "amax"); }
-Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(ReduceOp::Min, x, dims, keepdim, "amin"); }
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
+  OpScope scope("amax", x);
+  scope.attr("dims", dims);
+  scope.attr("keepdim", keepdim);
+  return scope.out(extreme(ReduceOp::Max, x, dims, keepdim, "amax"));
+}
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
+  OpScope scope("amin", x);
+  scope.attr("dims", dims);
+  scope.attr("keepdim", keepdim);
+  return scope.out(extreme(ReduceOp::Min, x, dims, keepdim, "amin"));
+}
 Tensor max(const Tensor& x) { return amax(x); }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  OpScope scope("argmax", x);
+  scope.attr("dim", dim);
+  scope.attr("keepdim", keepdim);
   check_defined(x, "argmax", "x");
   KILN_CHECK(x.dim() > 0, "argmax: expected a tensor with at least one dim");
   const Shape dims{wrap_dim(dim, x.dim(), "argmax")};
   KILN_CHECK(x.size(dims[0]) > 0, "argmax: dimension ", dims[0], " of shape ", shape_str(x.sizes()), " is empty");
   const DType dt = x.dtype() == DType::Bool ? DType::Int32 : x.dtype();
-  return drop_dims(reduce_forward(ReduceOp::Argmax, raw_cast(x, dt), dims, DType::Int64), dims, keepdim);
+  return scope.out(drop_dims(reduce_forward(ReduceOp::Argmax, raw_cast(x, dt), dims, DType::Int64), dims, keepdim));
 }
 
 Tensor argmax(const Tensor& x) {
@@ -103,6 +122,9 @@ Tensor argmax(const Tensor& x) {
 }
 
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
+  OpScope scope("max", x);
+  scope.attr("dim", dim);
+  scope.attr("keepdim", keepdim);
   check_defined(x, "max", "x");
   KILN_CHECK(x.dim() > 0, "max: expected a tensor with at least one dim");
   const int64_t d = wrap_dim(dim, x.dim(), "max");
@@ -125,10 +147,14 @@ ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
       return TensorList{where(hit, expand(reshape(g[0], kd), in), zero)};
     });
   }
-  return {out_v, drop_dims(idx, {d}, keepdim)};
+  return scope.out(ValuesIndices{out_v, drop_dims(idx, {d}, keepdim)});
 }
 
 Tensor var(const Tensor& x, const Shape& dims_in, int64_t correction, bool keepdim) {
+  OpScope scope("var", x);
+  scope.attr("dims", dims_in);
+  scope.attr("correction", correction);
+  scope.attr("keepdim", keepdim);
   check_defined(x, "var", "x");
   KILN_CHECK(is_floating(x.dtype()), "var: expected a floating-point tensor, got ", dtype_name(x.dtype()));
   const Shape dims = reduce_dims(x, dims_in, "var");
@@ -137,7 +163,7 @@ Tensor var(const Tensor& x, const Shape& dims_in, int64_t correction, bool keepd
   KILN_CHECK(correction >= 0, "var: correction must be non-negative, got ", correction);
   Tensor centered = sub(x, mean(x, dims, true));
   const double denom = static_cast<double>(std::max<int64_t>(count - correction, 0));
-  return div(sum(mul(centered, centered), dims, keepdim), denom);
+  return scope.out(div(sum(mul(centered, centered), dims, keepdim), denom));
 }
 
 Tensor Tensor::sum() const { return kiln::sum(*this); }

@@ -5,6 +5,8 @@ namespace kiln {
 using namespace detail;
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
+  OpScope scope("cat", tensors);
+  scope.attr("dim", dim_in);
   KILN_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   for (size_t i = 0; i < tensors.size(); ++i)
     KILN_CHECK(tensors[i].defined(), "cat: tensor ", i, " is undefined");
@@ -49,10 +51,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
       return gs;
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  OpScope scope("stack", tensors);
+  scope.attr("dim", dim);
   KILN_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     KILN_CHECK(tensors[i].defined(), "stack: tensor ", i, " is undefined");
@@ -62,10 +66,13 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
   for (const Tensor& t : tensors) parts.push_back(unsqueeze(t, d));
-  return cat(parts, d);
+  return scope.out(cat(parts, d));
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim_in) {
+  OpScope scope("split", x);
+  scope.attr("sizes", sizes);
+  scope.attr("dim", dim_in);
   check_defined(x, "split", "x");
   KILN_CHECK(x.dim() > 0, "split: cannot split a 0-dim tensor");
   const int64_t dim = wrap_dim(dim_in, x.dim(), "split");
@@ -82,7 +89,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     out.push_back(narrow(x, dim, at, s));
     at += s;
   }
-  return out;
+  return scope.out(out);
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
@@ -97,14 +104,19 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  OpScope scope("chunk", x);
+  scope.attr("chunks", chunks);
+  scope.attr("dim", dim);
   check_defined(x, "chunk", "x");
   KILN_CHECK(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
   KILN_CHECK(x.dim() > 0, "chunk: cannot chunk a 0-dim tensor");
   const int64_t n = x.size(wrap_dim(dim, x.dim(), "chunk"));
-  return split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
+  return scope.out(split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim));
 }
 
 Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
+  OpScope scope("index_select", x, index);
+  scope.attr("dim", dim_in);
   check_defined(x, "index_select", "x");
   check_defined(index, "index_select", "index");
   KILN_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got shape ", shape_str(index.sizes()));
@@ -136,7 +148,7 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
       return TensorList{gx};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 using S = std::vector<OpSample>;

@@ -22,8 +22,18 @@ Tensor softmax_to(const Tensor& x, int64_t dim, DType dtype, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim, DType dtype) { return softmax_to(x, dim, dtype, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim, DType dtype) { return softmax_to(x, dim, dtype, true); }
+Tensor softmax(const Tensor& x, int64_t dim, DType dtype) {
+  OpScope scope("softmax_dtype", x);
+  scope.attr("dim", dim);
+  scope.attr("dtype", dtype);
+  return scope.out(softmax_to(x, dim, dtype, false));
+}
+Tensor log_softmax(const Tensor& x, int64_t dim, DType dtype) {
+  OpScope scope("log_softmax_dtype", x);
+  scope.attr("dim", dim);
+  scope.attr("dtype", dtype);
+  return scope.out(softmax_to(x, dim, dtype, true));
+}
 
 // ---- registry samples -----------------------------------------------------------------
 // The float32-output samples round the result to float32 (relative error

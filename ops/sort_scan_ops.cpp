@@ -83,11 +83,14 @@ ValuesIndices sorted_along(const Tensor& x, int64_t dim, bool descending, int64_
 // forward:  values, indices = x sorted along dim (stable)      x, values, indices (..., C, ...)
 // backward: dx = zeros(x).scatter(dim, indices, dvalues)
 ValuesIndices sort(const Tensor& x, int64_t dim_in, bool descending, bool /*stable: always*/) {
+  OpScope scope("sort", x);
+  scope.attr("dim", dim_in);
+  scope.attr("descending", descending);
   check_defined(x, "sort", "x");
   if (x.dim() == 0) {
     wrap_dim0(x, dim_in, "sort");
     ValuesIndices r = sort(reshape(x, {1}), 0, descending);
-    return {reshape(r.values, {}), reshape(r.indices, {})};
+    return scope.out(ValuesIndices{reshape(r.values, {}), reshape(r.indices, {})});
   }
   const int64_t dim = wrap_dim(dim_in, x.dim(), "sort");
   ValuesIndices r = sorted_along(x, dim, descending, -1);
@@ -97,13 +100,17 @@ ValuesIndices sort(const Tensor& x, int64_t dim_in, bool descending, bool /*stab
     const Tensor idx = r.indices;
     record("sort", {x}, {r.values}, [=](const TensorList& g) { return TensorList{scatter_back(g[0], idx, in, dim, dt)}; });
   }
-  return r;
+  return scope.out(r);
 }
 
 Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
+  OpScope scope("argsort", x);
+  scope.attr("dim", dim);
+  scope.attr("descending", descending);
+  scope.attr("stable", stable);
   check_defined(x, "argsort", "x");
   NoGradGuard ng;  // indices only: no history
-  return sort(x.detach(), dim, descending, stable).indices;
+  return scope.out(sort(x.detach(), dim, descending, stable).indices);
 }
 
 // ---- topk --------------------------------------------------------------------------
@@ -111,6 +118,10 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
 //           x (..., C, ...) -> (..., k, ...)
 // backward: dx = zeros(x).scatter(dim, indices, dvalues)
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim_in, bool largest, bool /*sorted: always*/) {
+  OpScope scope("topk", x);
+  scope.attr("k", k);
+  scope.attr("dim", dim_in);
+  scope.attr("largest", largest);
   check_defined(x, "topk", "x");
   const int64_t dim = wrap_dim0(x, dim_in, "topk");
   const int64_t C = x.dim() == 0 ? 1 : x.size(dim);
@@ -118,7 +129,7 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim_in, bool largest, boo
              " (input ", shape_str(x.sizes()), ")");
   if (x.dim() == 0) {
     ValuesIndices r = topk(reshape(x, {1}), k, 0, largest);
-    return k == 1 ? ValuesIndices{reshape(r.values, {}), reshape(r.indices, {})} : r;
+    return scope.out(k == 1 ? ValuesIndices{reshape(r.values, {}), reshape(r.indices, {})} : r);
   }
   ValuesIndices r = sorted_along(x, dim, largest, k);
   if (should_record({x})) {
@@ -127,17 +138,19 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim_in, bool largest, boo
     const Tensor idx = r.indices;
     record("topk", {x}, {r.values}, [=](const TensorList& g) { return TensorList{scatter_back(g[0], idx, in, dim, dt)}; });
   }
-  return r;
+  return scope.out(r);
 }
 
 // ---- cumsum ------------------------------------------------------------------------
 // forward:  out[..j..] = sum_{i <= j} x[..i..] along dim          x, out (..., n, ...)
 // backward: dx[..j..] = sum_{i >= j} dout[..i..] (the reverse running sum)
 Tensor cumsum(const Tensor& x, int64_t dim_in) {
+  OpScope scope("cumsum", x);
+  scope.attr("dim", dim_in);
   check_defined(x, "cumsum", "x");
   if (x.dim() == 0) {
     wrap_dim0(x, dim_in, "cumsum");
-    return reshape(cumsum(reshape(x, {1}), 0), {});
+    return scope.out(reshape(cumsum(reshape(x, {1}), 0), {}));
   }
   const int64_t dim = wrap_dim(dim_in, x.dim(), "cumsum");
   const DType dt = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
@@ -151,7 +164,7 @@ Tensor cumsum(const Tensor& x, int64_t dim_in) {
       return TensorList{gx};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 // ---- registry samples -----------------------------------------------------------------

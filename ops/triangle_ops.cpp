@@ -53,24 +53,35 @@ double lowest_of(DType dt) {
 
 }  // namespace
 
-Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, false); }
-Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, true); }
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  OpScope scope("tril", x);
+  scope.attr("diagonal", diagonal);
+  return scope.out(triangle(x, diagonal, false));
+}
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  OpScope scope("triu", x);
+  scope.attr("diagonal", diagonal);
+  return scope.out(triangle(x, diagonal, true));
+}
 
 // (1, 1, T, T): bool keep mask, or additive 0 / lowest of a floating dtype.
 Tensor causal_mask(int64_t T, TensorOptions opts) {
+  OpScope scope("causal_mask");
+  scope.attr("T", T);
+  scope.attr("dtype", opts.dtype);
   KILN_CHECK(T >= 0, "causal_mask: T must be >= 0, got ", T);
   const DType dt = opts.dtype.value_or(DType::Float32);
   KILN_CHECK(dt == DType::Bool || is_floating(dt), "causal_mask: dtype must be floating-point (an additive mask) "
              "or bool (true where attended), got ", dtype_name(dt));
   KILN_CHECK(!opts.requires_grad, "causal_mask: a mask takes no gradient (requires_grad must be false)");
-  if (T == 0) return empty_tensor({1, 1, 0, 0}, dt, opts.device);
+  if (T == 0) return scope.out(empty_tensor({1, 1, 0, 0}, dt, opts.device));
   Tensor keep = triangle_keep(T, T, 0, false, opts.device);
-  if (dt == DType::Bool) return raw_view(raw_contiguous(keep), {1, 1, T, T});
+  if (dt == DType::Bool) return scope.out(raw_view(raw_contiguous(keep), {1, 1, T, T}));
   Tensor out = empty_tensor({T, T}, dt, opts.device);
   Tensor zero = raw_zeros({}, dt, opts.device);
   Tensor low = raw_cast(scalar_tensor(lowest_of(dt), TensorOptions(DType::Float64, opts.device)), dt);
   backend(opts.device).where(out, keep, raw_expand(zero, {T, T}), raw_expand(low, {T, T}));
-  return raw_view(out, {1, 1, T, T});
+  return scope.out(raw_view(out, {1, 1, T, T}));
 }
 
 // ---- registry samples -----------------------------------------------------------------

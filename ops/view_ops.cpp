@@ -79,6 +79,8 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
 }  // namespace
 
 Tensor view(const Tensor& x, const Shape& shape) {
+  OpScope scope("view", x);
+  scope.attr("shape", shape);
   check_defined(x, "view", "x");
   const Shape sizes = infer_shape(shape, x.numel(), "view", x.sizes());
   auto st = view_strides(x.sizes(), x.strides(), sizes);
@@ -89,17 +91,21 @@ Tensor view(const Tensor& x, const Shape& shape) {
     const Shape in = x.sizes();
     record("view", {x}, {out}, [in](const TensorList& g) { return TensorList{reshape(g[0], in)}; });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
+  OpScope scope("reshape", x);
+  scope.attr("shape", shape);
   check_defined(x, "reshape", "x");
   const Shape sizes = infer_shape(shape, x.numel(), "reshape", x.sizes());
-  if (view_strides(x.sizes(), x.strides(), sizes)) return view(x, sizes);
-  return view(clone(x), sizes);
+  if (view_strides(x.sizes(), x.strides(), sizes)) return scope.out(view(x, sizes));
+  return scope.out(view(clone(x), sizes));
 }
 
 Tensor permute(const Tensor& x, const Shape& dims) {
+  OpScope scope("permute", x);
+  scope.attr("dims", dims);
   check_defined(x, "permute", "x");
   KILN_CHECK(static_cast<int64_t>(dims.size()) == x.dim(), "permute: got ", dims.size(), " dims ", shape_str(dims),
              " for a tensor of ", x.dim(), " dims");
@@ -116,20 +122,28 @@ Tensor permute(const Tensor& x, const Shape& dims) {
   Tensor out = make_view(x, sizes, strides, x.offset());
   if (should_record({x}))
     record("permute", {x}, {out}, [inverse](const TensorList& g) { return TensorList{permute(g[0], inverse)}; });
-  return out;
+  return scope.out(out);
 }
 
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  OpScope scope("transpose", x);
+  scope.attr("d0", d0);
+  scope.attr("d1", d1);
   check_defined(x, "transpose", "x");
   Shape perm(static_cast<size_t>(x.dim()));
   std::iota(perm.begin(), perm.end(), 0);
-  if (x.dim() == 0) return x;
+  if (x.dim() == 0) return scope.out(x);
   std::swap(perm[static_cast<size_t>(wrap_dim(d0, x.dim(), "transpose"))],
             perm[static_cast<size_t>(wrap_dim(d1, x.dim(), "transpose"))]);
-  return permute(x, perm);
+  return scope.out(permute(x, perm));
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  OpScope scope("slice", x);
+  scope.attr("dim", dim);
+  scope.attr("start", start);
+  scope.attr("end", end);
+  scope.attr("step", step);
   check_defined(x, "slice", "x");
   KILN_CHECK(x.dim() > 0, "slice: cannot slice a 0-dim tensor");
   const int64_t d = wrap_dim(dim, x.dim(), "slice");
@@ -158,10 +172,14 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
       return TensorList{gx};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  OpScope scope("narrow", x);
+  scope.attr("dim", dim);
+  scope.attr("start", start);
+  scope.attr("length", length);
   check_defined(x, "narrow", "x");
   KILN_CHECK(x.dim() > 0, "narrow: cannot narrow a 0-dim tensor");
   const int64_t d = wrap_dim(dim, x.dim(), "narrow");
@@ -174,10 +192,13 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   KILN_CHECK(!__builtin_add_overflow(start, length, &end), "narrow: start ", start, " + length ", length,
              " overflows int64 (dimension ", d, " has size ", n, ")");
   KILN_CHECK(end <= n, "narrow: range [", start, ", ", end, ") out of bounds for dimension ", d, " of size ", n);
-  return slice(x, d, start, end);
+  return scope.out(slice(x, d, start, end));
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  OpScope scope("select", x);
+  scope.attr("dim", dim);
+  scope.attr("index", index);
   check_defined(x, "select", "x");
   KILN_CHECK(x.dim() > 0, "select: cannot select from a 0-dim tensor");
   const int64_t d = wrap_dim(dim, x.dim(), "select");
@@ -198,10 +219,12 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
       return TensorList{gx};
     });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
+  OpScope scope("expand", x);
+  scope.attr("shape", shape);
   check_defined(x, "expand", "x");
   Shape target = shape;
   const int64_t off = static_cast<int64_t>(shape.size()) - x.dim();
@@ -217,10 +240,12 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     const Shape in = x.sizes();
     record("expand", {x}, {out}, [in](const TensorList& g) { return TensorList{sum_to(g[0], in)}; });
   }
-  return out;
+  return scope.out(out);
 }
 
 Tensor squeeze(const Tensor& x, std::optional<int64_t> dim) {
+  OpScope scope("squeeze", x);
+  scope.attr("dim", dim);
   check_defined(x, "squeeze", "x");
   Shape sizes;
   if (dim) {
@@ -231,15 +256,17 @@ Tensor squeeze(const Tensor& x, std::optional<int64_t> dim) {
     for (int64_t s : x.sizes())
       if (s != 1) sizes.push_back(s);
   }
-  return view(x, sizes);
+  return scope.out(view(x, sizes));
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  OpScope scope("unsqueeze", x);
+  scope.attr("dim", dim);
   check_defined(x, "unsqueeze", "x");
   const int64_t d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
   Shape sizes = x.sizes();
   sizes.insert(sizes.begin() + d, 1);
-  return view(x, sizes);
+  return scope.out(view(x, sizes));
 }
 
 // ---- Tensor methods ---------------------------------------------------------
