@@ -43,6 +43,13 @@ cats = {e["cat"] for e in x}
 for c in ("backward", "optimizer", "loader"):
     assert c in cats, f"no {c} span; categories {sorted(cats)}"
 assert any(e["ph"] == "C" and e["name"] == "memory cpu" for e in t), "no memory counter track"
+open_spans = {}  # tid -> stack of end times: every span nests in the innermost open one
+for e in x:
+    stack = open_spans.setdefault(e["tid"], [])
+    while stack and e["ts"] >= stack[-1]:
+        stack.pop()
+    assert not stack or e["ts"] + e["dur"] <= stack[-1] + 1e-3, f"{e['name']} overlaps its enclosing span"
+    stack.append(e["ts"] + e["dur"])
 assert any(e["ph"] == "M" and e["name"] == "thread_name" for e in t), "no thread names"
 print("ok: trace of steps 2..3:", len(x), "spans")
 PY
