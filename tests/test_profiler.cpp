@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "core/memory/caching_allocator.h"
@@ -165,6 +166,50 @@ TEST(Profiler, OpHooksRecordShapesAndNesting) {
   EXPECT_EQ(outer->thread, 0);
 }
 
+// Spans of several threads at once: each thread's own track, each nested in
+// its thread's enclosing spans only, none lost.
+TEST(Profiler, ThreadsRecordTheirOwnNestedSpans) {
+  constexpr int kThreads = 3, kRounds = 50;
+  const Tensor x = ones({8, 8});
+  Profile prof;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&x] {
+      for (int i = 0; i < kRounds; ++i) {
+        RecordScope outer("worker round", Category::User);
+        Tensor y = matmul(x, x);  // an op span inside it
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  {
+    RecordScope mine("main", Category::User);
+  }
+  prof.stop();
+  std::map<int, int> rounds;  // thread -> "worker round" spans
+  for (const Event& e : prof.events()) {
+    if (e.name == "worker round") {
+      ++rounds[e.thread];
+      EXPECT_EQ(e.parent, -1);
+    }
+    if (e.name == "matmul") {
+      ASSERT_GE(e.parent, 0);
+      const Event& p = prof.events()[static_cast<size_t>(e.parent)];
+      EXPECT_EQ(p.name, "worker round");
+      EXPECT_EQ(p.thread, e.thread) << "a span's parent is on its own thread";
+      EXPECT_LE(p.begin_ns, e.begin_ns);
+      EXPECT_LE(e.end_ns, p.end_ns);
+    }
+    if (e.name == "main") {
+      EXPECT_EQ(e.thread, 0) << "thread 0 is the one that started the profile";
+    }
+  }
+  ASSERT_EQ(rounds.size(), static_cast<size_t>(kThreads));
+  for (const auto& [thread, n] : rounds) {
+    EXPECT_NE(thread, 0);
+    EXPECT_EQ(n, kRounds);
+  }
+}
+
 TEST(Profiler, TracedTrainingStepIsAValidNestedChromeTrace) {
   std::optional<Profile> profile;
   const ProfiledStep step = profiled_step(profile);
@@ -237,7 +282,9 @@ TEST(Profiler, TracedTrainingStepIsAValidNestedChromeTrace) {
   // Memory counters: the last CPU sample is the allocator's state at stop().
   const profiler::MemorySample* last = nullptr;
   for (const nlohmann::json& e : trace["traceEvents"]) {
-    if (e.at("ph") == "C") EXPECT_EQ(e.at("name"), "memory cpu");
+    if (e.at("ph") == "C") {
+      EXPECT_EQ(e.at("name"), "memory cpu");
+    }
   }
   for (const profiler::MemorySample& m : prof.memory_samples())
     if (m.device == "cpu") last = &m;
@@ -245,6 +292,31 @@ TEST(Profiler, TracedTrainingStepIsAValidNestedChromeTrace) {
   EXPECT_EQ(last->allocated_bytes, step.at_stop.allocated_bytes);
   EXPECT_EQ(last->reserved_bytes, step.at_stop.reserved_bytes);
   std::filesystem::remove_all(path.parent_path());
+}
+
+// Note [Profiler]: profiling reads, never changes, what is computed: the same
+// seeded step (dropout on) gives bitwise the same loss and weights.
+TEST(Profiler, ProfilingChangesNoValue) {
+  auto run = [](bool profile) {
+    manual_seed(11);
+    nn::BertForMaskedLM model(tiny_config());
+    model.train();
+    optim::AdamW opt(optim::param_groups_no_decay(model, 0.01), optim::AdamWOptions{.lr = 1e-3});
+    Tensor ids = randint(1, 50, {2, 10});
+    std::optional<Profile> prof;
+    if (profile) prof.emplace();
+    nn::MaskedLMOutput out = model.forward(ids, Tensor(), Tensor(), ids);
+    out.loss.backward();
+    opt.step();
+    if (prof) {
+      prof->stop();
+      EXPECT_GT(prof->events().size(), 100u);
+    }
+    std::vector<std::vector<float>> values{{out.loss.item<float>()}};
+    for (const Tensor& p : model.parameters()) values.push_back(p.contiguous().to_vector<float>());
+    return values;
+  };
+  EXPECT_EQ(run(false), run(true));
 }
 
 TEST(Profiler, MemoryCountersFollowTheAllocator) {
@@ -329,7 +401,9 @@ TEST(MemorySummary, PoolsAddUpAndEveryAllocatorIsListed) {
   EXPECT_NE(text.find("from large pool"), std::string::npos);
   EXPECT_NE(text.find("OOM retries"), std::string::npos);
   EXPECT_NE(text.find("Fragmentation"), std::string::npos);
-  if (cuda::is_available()) EXPECT_NE(text.find("cuda:0"), std::string::npos);
+  if (cuda::is_available()) {
+    EXPECT_NE(text.find("cuda:0"), std::string::npos);
+  }
 }
 
 }  // namespace
