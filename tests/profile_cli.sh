@@ -7,12 +7,12 @@
 # non-zero exit; --memory-summary prints the allocators' state at the end;
 # `kiln bench train --profile` writes its trace too.
 #
-#   tests/profile_cli.sh KILN_BINARY PYTHON WORK_DIR
+#   tests/profile_cli.sh KILN_BINARY WORK_DIR    (the trace is read with $KILN_PYTHON, default python3)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_util.sh"  # fail, expect_error
 kiln=$1
-python=$2
-work=$3
+work=$2
+python=${KILN_PYTHON:-python3}  # the standard library's json is all it needs
 rm -rf "$work"
 mkdir -p "$work"
 cd "$work" || exit 1
