@@ -64,6 +64,34 @@ TEST(CachingAllocator, SmallRequestsShareOneTwoMiBSegment) {
   alloc->free(nullptr);  // no-op
 }
 
+// The per-pool counters (memory_summary's "from small/large pool") follow
+// every allocate, free, reserve and release, and usage() is stats()'s pair.
+TEST(CachingAllocator, CountsBytesPerPool) {
+  auto sim = sim_with(64 * MiB);
+  auto alloc = make_allocator(sim);
+  void* small = alloc->allocate(1000, s1);
+  void* large = alloc->allocate(3 * MiB, s1);
+  AllocatorStats s = alloc->stats();
+  EXPECT_EQ(s.small_pool_allocated_bytes, 1024u);
+  EXPECT_EQ(s.large_pool_allocated_bytes, 3 * MiB);
+  EXPECT_EQ(s.small_pool_reserved_bytes, 2 * MiB);
+  EXPECT_EQ(s.large_pool_reserved_bytes, 20 * MiB);
+  EXPECT_EQ(alloc->usage(), std::make_pair(s.allocated_bytes, s.reserved_bytes));
+  alloc->free(large);
+  s = alloc->stats();
+  EXPECT_EQ(s.large_pool_allocated_bytes, 0u);
+  EXPECT_EQ(s.large_pool_reserved_bytes, 20 * MiB);  // cached
+  alloc->empty_cache();
+  s = alloc->stats();
+  EXPECT_EQ(s.large_pool_reserved_bytes, 0u);
+  EXPECT_EQ(s.small_pool_reserved_bytes, 2 * MiB);  // still holds a live block
+  alloc->free(small);
+  alloc->empty_cache();
+  s = alloc->stats();
+  EXPECT_EQ(s.small_pool_allocated_bytes + s.small_pool_reserved_bytes, 0u);
+  EXPECT_EQ(alloc->usage(), std::make_pair(std::size_t{0}, std::size_t{0}));
+}
+
 TEST(CachingAllocator, ReusesFreedBlocksOnlyOnTheSameStream) {
   auto sim = sim_with(64 * MiB);
   auto alloc = make_allocator(sim);

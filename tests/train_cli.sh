@@ -96,7 +96,9 @@ for flag in --model --vocab --train-file --validation-file --max-seq-length --ba
   --eval-steps --logging-steps --resume --workers --device --args-file; do
   grep -q -- "$flag" help.txt || fail "finetune --help lacks $flag"
 done
-"$kiln" pretrain --help | grep -q -- "--config" || fail "pretrain --help lacks --config"
+# (to a file: grep -q in a pipe would end it early, SIGPIPE for help text over one 4 KiB write)
+"$kiln" pretrain --help >help_pretrain.txt || fail "pretrain --help"
+grep -q -- "--config" help_pretrain.txt || fail "pretrain --help lacks --config"
 
 # SIGKILL at random moments (often during a save: one every step), then
 # --resume finishes the run; repeated trials.

@@ -22,8 +22,7 @@ struct AllocatorStats {
   std::size_t active_blocks = 0;         // live allocations
   std::size_t free_blocks = 0;           // blocks ready for reuse
   std::size_t pending_blocks = 0;        // freed blocks waiting on stream events
-  // By pool (Note [Caching allocator]: blocks <= 1 MiB are small), computed
-  // by stats() from the blocks.
+  // By pool (Note [Caching allocator]: blocks <= 1 MiB are small).
   std::size_t small_pool_allocated_bytes = 0;
   std::size_t large_pool_allocated_bytes = 0;
   std::size_t small_pool_reserved_bytes = 0;

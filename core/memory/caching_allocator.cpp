@@ -172,6 +172,7 @@ void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
   block->requested = bytes;
   AllocatorStats& c = counters_;
   c.allocated_bytes += block->size;
+  (pool.small ? c.small_pool_allocated_bytes : c.large_pool_allocated_bytes) += block->size;
   c.peak_allocated_bytes = std::max(c.peak_allocated_bytes, c.allocated_bytes);
   c.requested_bytes += bytes;
   ++c.active_blocks;
@@ -188,6 +189,7 @@ void CachingAllocator::free(void* ptr) {
     live_.erase(ptr);
     block->allocated = false;
     counters_.allocated_bytes -= block->size;
+    (block->pool->small ? counters_.small_pool_allocated_bytes : counters_.large_pool_allocated_bytes) -= block->size;
     counters_.requested_bytes -= block->requested;
     block->requested = 0;
     --counters_.active_blocks;
@@ -360,6 +362,7 @@ Block* CachingAllocator::reserve_segment(BlockPool& pool, Stream stream, std::si
   }
   AllocatorStats& c = counters_;
   c.reserved_bytes += size;
+  (pool.small ? c.small_pool_reserved_bytes : c.large_pool_reserved_bytes) += size;
   c.peak_reserved_bytes = std::max(c.peak_reserved_bytes, c.reserved_bytes);
   ++c.segments;
   ++(pool.small ? c.small_segments : c.large_segments);
@@ -482,6 +485,7 @@ void CachingAllocator::release_segment(Block* block) {
   segments_.erase(ptr);
   AllocatorStats& c = counters_;
   c.reserved_bytes -= size;
+  (block->pool->small ? c.small_pool_reserved_bytes : c.large_pool_reserved_bytes) -= size;
   --c.segments;
   --(block->pool->small ? c.small_segments : c.large_segments);
   ++c.device_releases;
@@ -601,12 +605,6 @@ Block* CachingAllocator::live_block(const void* ptr, const char* op) {
 
 AllocatorStats CachingAllocator::stats_locked() const {
   AllocatorStats s = counters_;
-  for (const auto& [base, head] : segments_)
-    for (const Block* b = head; b != nullptr; b = b->next) {
-      const bool small = b->pool->small;
-      (small ? s.small_pool_reserved_bytes : s.large_pool_reserved_bytes) += b->size;
-      if (b->allocated) (small ? s.small_pool_allocated_bytes : s.large_pool_allocated_bytes) += b->size;
-    }
   for (const BlockPool* pool : {small_pool_.get(), large_pool_.get()}) {
     for (const Block* b : pool->free_blocks) {
       s.cached_bytes += b->size;
