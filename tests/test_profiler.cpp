@@ -319,6 +319,31 @@ TEST(Profiler, ProfilingChangesNoValue) {
   EXPECT_EQ(run(false), run(true));
 }
 
+// The phases outside ops: an all-reduce (its start and its wait) and a
+// checkpoint save are spans of their categories.
+TEST(Profiler, AllReduceAndCheckpointSaveAreSpans) {
+  const dist::ProcessGroupPtr group = dist::new_single_group(10);
+  const Tensor t = ones({4});
+  nn::Linear layer(2, 2);
+  train::CheckpointData data;
+  data.model = layer.state_dict();
+  data.trainer_state = {{"step", 1}};
+  const auto dir = testing::fresh_dir("profiler", "checkpoint");
+  Profile prof;
+  group->all_reduce(t);
+  train::save_checkpoint(dir.string(), 1, data, 0);
+  prof.stop();
+  const Event* reduce = find_event(prof, "all_reduce");
+  const Event* wait = find_event(prof, "Work::wait");
+  const Event* save = find_event(prof, "save_checkpoint");
+  ASSERT_TRUE(reduce && wait && save);
+  EXPECT_EQ(reduce->category, Category::AllReduce);
+  EXPECT_EQ(wait->category, Category::AllReduce);
+  EXPECT_EQ(save->category, Category::Checkpoint);
+  EXPECT_LE(reduce->end_ns, save->begin_ns);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Profiler, MemoryCountersFollowTheAllocator) {
   Profile prof;
   memory::AllocatorStats inside;
