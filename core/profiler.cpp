@@ -31,6 +31,7 @@ struct RawSpan {
   int64_t begin_ns = 0, end_ns = -1;  // -1: still open
   int64_t parent = -1;                // index in the same buffer
   int op_depth = 0;
+  int64_t step = -1;
   std::string shapes, dtypes, device;
   int cuda_device = -1;  // the op's CUDA device, where its inputs are
   std::optional<cuda::Event> device_begin, device_end;
@@ -129,7 +130,8 @@ std::optional<Device> device_of(const std::vector<Tensor>& ts) {
   return std::nullopt;
 }
 
-uint64_t begin_span(const char* name, Category category, const std::vector<Tensor>* tensors, int op_depth) {
+uint64_t begin_span(const char* name, Category category, const std::vector<Tensor>* tensors, int op_depth,
+                    int64_t step = -1) {
   ThreadBuffer& b = this_thread_buffer();
   if (!enter(b)) {
     leave(b);
@@ -141,6 +143,7 @@ uint64_t begin_span(const char* name, Category category, const std::vector<Tenso
   sp.name = name;
   sp.category = category;
   sp.op_depth = op_depth;
+  sp.step = step;
   sp.parent = b.open.empty() ? -1 : b.open.back();
   if (tensors != nullptr) {
     if (o.record_shapes) {
@@ -291,6 +294,7 @@ void Profile::stop() {
       e.end_ns = e.unfinished ? stop_ns : sp.end_ns;
       e.parent = sp.parent < 0 ? -1 : sp.parent + offset;
       e.op_depth = sp.op_depth;
+      e.step = sp.step;
       e.shapes = std::move(sp.shapes);
       e.dtypes = std::move(sp.dtypes);
       e.device = std::move(sp.device);
@@ -319,8 +323,8 @@ void Profile::stop() {
   r.owner = nullptr;
 }
 
-void RecordScope::begin(const char* name, Category category, const std::vector<Tensor>* tensors) {
-  token_ = begin_span(name, category, tensors, 0);
+void RecordScope::begin(const char* name, Category category, const std::vector<Tensor>* tensors, int64_t step) {
+  token_ = begin_span(name, category, tensors, 0, step);
 }
 
 void RecordScope::end() { end_span(token_); }

@@ -84,6 +84,7 @@ struct Event {
   std::string dtypes;    // "float32, float32"
   std::string device;    // "cpu", "cuda:0" (op spans)
   double device_ms = -1; // CUDA time of the op, -1 where none was measured
+  int64_t step = -1;     // a step span's step number, -1 elsewhere
   int64_t duration_ns() const { return end_ns - begin_ns; }
 };
 
@@ -158,6 +159,11 @@ class RecordScope {
   }
   explicit RecordScope(const std::string& name, Category category = Category::User)
       : RecordScope(name.c_str(), category) {}
+  // A "step" span of training step `step` (its number in the trace's arguments).
+  RecordScope(const char* name, Category category, int64_t step) {
+    if (kiln::detail::g_profiler_active.load(std::memory_order_relaxed)) [[unlikely]]
+      begin(name, category, nullptr, step);
+  }
   // With the shapes and dtypes of `tensors` as the span's arguments (backward nodes).
   RecordScope(const char* name, Category category, const std::vector<Tensor>& tensors) {
     if (kiln::detail::g_profiler_active.load(std::memory_order_relaxed)) [[unlikely]]
@@ -170,7 +176,7 @@ class RecordScope {
   RecordScope& operator=(const RecordScope&) = delete;
 
  private:
-  void begin(const char* name, Category category, const std::vector<Tensor>* tensors);
+  void begin(const char* name, Category category, const std::vector<Tensor>* tensors, int64_t step = -1);
   void end();
   uint64_t token_ = 0;
 };

@@ -140,6 +140,7 @@ nlohmann::json Profile::chrome_trace() const {
     if (!e.device.empty()) args["device"] = e.device;
     if (e.device_ms >= 0) args["device_ms"] = e.device_ms;
     if (e.category == Category::Op) args["op_depth"] = e.op_depth;
+    if (e.step >= 0) args["step"] = e.step;
     if (e.unfinished) args["unfinished"] = true;
     events.push_back({{"name", e.name},
                       {"cat", category_name(e.category)},

@@ -38,7 +38,7 @@ import json, sys
 t = json.load(open(sys.argv[1]))["traceEvents"]
 x = [e for e in t if e["ph"] == "X"]
 steps = [e for e in x if e["name"] == "step" and e["cat"] == "step"]
-assert len(steps) == 2, f"{len(steps)} step spans, expected 2 (steps 2 and 3)"
+assert sorted(e["args"]["step"] for e in steps) == [2, 3], f"step spans {[e['args'] for e in steps]}, expected steps 2 and 3"
 cats = {e["cat"] for e in x}
 for c in ("backward", "optimizer", "loader"):
     assert c in cats, f"no {c} span; categories {sorted(cats)}"

@@ -531,7 +531,7 @@ TrainResult TrainingRun::run() {
   while (step_ < total_ && !(args_.stop_after_steps > 0 && steps_here_ >= args_.stop_after_steps)) {
     profile_before_step();
     {
-      profiler::RecordScope span("step", profiler::Category::Step);
+      profiler::RecordScope span("step", profiler::Category::Step, step_ + 1);
       train_step();
       signals.test_hook(step_, distributed_ ? group_->rank() : 0);
       after_step();
