@@ -434,6 +434,13 @@ const std::map<std::string, std::string> kRefused = {
     {"cross_entropy", "a training loss; export the logits and compute losses outside the model"},
     {"mse_loss", "a training loss; export the predictions and compute losses outside the model"},
     {"binary_cross_entropy_with_logits", "a training loss; export the logits and compute losses outside the model"},
+    // Tensor's in-place methods: the write may go through a view to its base
+    // (or be seen through other views), which a graph of values cannot follow.
+    {"fill_", "an in-place write; use full()/where() to make a new tensor instead"},
+    {"copy_", "an in-place write; use the source tensor (or expand/to_dtype it) instead"},
+    {"add_", "an in-place write; use add() instead"},
+    {"mul_", "an in-place write; use mul() instead"},
+    {"masked_fill_", "an in-place write; use masked_fill() instead"},
 };
 
 }  // namespace

@@ -338,11 +338,15 @@ TracedModel trace_model(const ExportSpec& spec) {
     for (size_t i = 0; i < outputs.size(); ++i) tracer.add_output(outputs[i], spec.outputs[i]);
     graphs.push_back(tracer.take());
   }
+  // Each axis is read from the first input that has it.
   for (const std::string& a : m.axes) {
-    for (size_t i = 0; i < spec.inputs.size(); ++i)
+    bool found = false;
+    for (size_t i = 0; i < spec.inputs.size() && !found; ++i)
       for (const auto& [dim, axis] : spec.inputs[i].dynamic_axes)
-        if (axis == a && m.axis_source.size() < static_cast<size_t>(&a - m.axes.data()) + 1)
+        if (axis == a && !found) {
           m.axis_source.emplace_back(graphs[0].inputs[i], dim);
+          found = true;
+        }
   }
   merge(m, graphs);
   m.graph = std::move(graphs[0]);

@@ -271,16 +271,18 @@ class TinyMixer : public nn::Module {
   std::shared_ptr<nn::LayerNorm> norm;
 };
 
-ExportSpec mixer_spec(const TinyMixer& m) {
+// The spec docs/onnx.md shows (tools/check_snippets.py keeps the two equal).
+ExportSpec mixer_spec(const TinyMixer& model) {
+  // [export-spec]
   ExportSpec spec;
-  spec.module = &m;
-  spec.inputs = {{"x", {{0, "batch"}, {1, "tokens"}}}};
+  spec.module = &model;  // names the initializers after its parameters and buffers
+  spec.inputs = {{"x", {{0, "batch"}, {1, "tokens"}}}};  // dimension -> dynamic axis
   spec.outputs = {"probs", "pooled"};
-  spec.example_inputs = [](const AxisSizes& s) {
-    Generator g(s.at("batch") * 100 + s.at("tokens"));
-    return std::vector<Tensor>{randn({s.at("batch"), s.at("tokens"), 8}, {}, &g)};
+  spec.example_inputs = [](const AxisSizes& s) {  // inputs for one trace at these sizes
+    return std::vector<Tensor>{randn({s.at("batch"), s.at("tokens"), 8})};
   };
-  spec.forward = [&m](const std::vector<Tensor>& in) { return m.forward(in[0]); };
+  spec.forward = [&model](const std::vector<Tensor>& in) { return model.forward(in[0]); };
+  // [export-spec]
   return spec;
 }
 
@@ -335,6 +337,13 @@ TEST(OnnxExport, AnOpWithoutExporterIsAnErrorNamingIt) {
                                 }),
                                 path),
                     "op 'sort' cannot be exported", "stable order");
+  EXPECT_KILN_ERROR(export_onnx(one_input_spec([](const std::vector<Tensor>& in) {
+                                  Tensor y = exp(in[0]);
+                                  y.add_(in[0]);
+                                  return std::vector<Tensor>{y};
+                                }),
+                                path),
+                    "op 'add_' cannot be exported", "in-place");
   // An op nobody wrote an exporter for: opened here as any op opens its scope.
   EXPECT_KILN_ERROR(export_onnx(one_input_spec([](const std::vector<Tensor>& in) {
                                   OpScope scope("frobnicate", in[0]);
