@@ -200,6 +200,25 @@ TEST(OnnxExport, MiniLmMatchesOnnxRuntime) {
   EXPECT_LT(mask.sum().item<int64_t>(), 4 * 16);
   expect_matches_ort(py, spec, dir / "minilm.onnx", kBertShapes);
   EXPECT_FALSE(fs::exists(dir / "minilm.onnx.data"));
+  // sentence_embedding L2-normalised, as kiln embed --normalize.
+  expect_matches_ort(py, bert_export_spec(*model, task, /*normalize=*/true), dir / "minilm-normalized.onnx",
+                     {kBertShapes[1]});
+  fs::remove_all(dir);
+}
+
+// Masked LM: the decoder shares the word embeddings (one initializer under its first name).
+TEST(OnnxExport, MaskedLmMatchesOnnxRuntime) {
+  REQUIRE_ORT();
+  BertConfig c = BertConfig::preset("bert-tiny");
+  c.vocab_size = 200;
+  c.num_hidden_layers = 1;
+  c.max_position_embeddings = 64;
+  c.initializer_range = 0.15;  // logits of order 1
+  manual_seed(11);
+  nn::BertForMaskedLM m(c);
+  m.eval();
+  const fs::path dir = fresh_dir("onnx", "mlm");
+  expect_matches_ort(py, bert_export_spec(m, "masked-lm"), dir / "mlm.onnx", kBertShapes);
   fs::remove_all(dir);
 }
 
