@@ -42,6 +42,9 @@ for path in sys.argv[1:]:
         assert all(np.isfinite(o).all() for o in out)
 PY
   grep -q "base.onnx 3 17 \[(3, 17, " ort.txt || fail "ONNX Runtime output shapes: $(cat ort.txt)"
+  echo "ok: ONNX Runtime runs both exports at (batch, sequence) (1, 4) and (3, 17)"
+else
+  echo "skipped: the ONNX Runtime run (no KILN_PYTHON)"
 fi
 
 before=$(cksum <base.onnx)
