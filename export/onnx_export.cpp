@@ -49,8 +49,14 @@ DType NodeContext::out_dtype(size_t i) const {
   return w_.model().graph.values[static_cast<size_t>(node().outputs.at(i))].dtype;
 }
 
+void NodeContext::check_shape_known(int id) const {
+  const auto& unsolved = w_.model().unsolved_shapes;
+  if (auto it = unsolved.find(id); it != unsolved.end()) fail(it->second, ", which op '", op(), "' needs");
+}
+
 std::string NodeContext::out_shape_tensor(size_t i) {
   const int id = node().outputs.at(i);
+  check_shape_known(id);
   const auto& dyn = w_.model().dyn_shapes;
   if (auto it = dyn.find(id); it != dyn.end()) return w_.dims_tensor(it->second);
   return const_ints(out_shape(i));
@@ -58,6 +64,7 @@ std::string NodeContext::out_shape_tensor(size_t i) {
 
 std::string NodeContext::out_dim_tensor(size_t i, int64_t d) {
   const int id = node().outputs.at(i);
+  check_shape_known(id);
   const auto& dyn = w_.model().dyn_shapes;
   if (auto it = dyn.find(id); it != dyn.end()) return w_.dim_tensor(it->second.at(static_cast<size_t>(d)));
   return const_ints({out_shape(i).at(static_cast<size_t>(d))});
@@ -288,8 +295,10 @@ onnx::ModelProto OnnxWriter::build() {
     tt->set_elem_type(onnx_dtype(v.dtype));
     onnx::TensorShapeProto* sh = tt->mutable_shape();
     const auto dyn = m_.dyn_shapes.find(id);
+    const bool unknown = m_.unsolved_shapes.count(id) > 0;  // varies, but not as an expression: left unnamed
     for (size_t d = 0; d < v.shape.size(); ++d) {
       onnx::TensorShapeProto_Dimension* dim = sh->add_dim();
+      if (unknown) continue;
       if (dyn != m_.dyn_shapes.end() && !dyn->second[d].is_static())
         dim->set_dim_param(dim_param(dyn->second[d], m_.axes));
       else

@@ -24,14 +24,24 @@ int64_t wrap(int64_t d, int64_t rank) { return d < 0 ? d + rank : d; }
 std::string in_as_out(Ctx& c, size_t i) { return c.cast(c.in(i), c.in_dtype(i), c.out_dtype(0)); }
 
 void unary(Ctx& c, const char* op) { c.emit_out(0, op, {in_as_out(c, 0)}); }
-void binary(Ctx& c, const char* op) { c.emit_out(0, op, {in_as_out(c, 0), in_as_out(c, 1)}); }
+
+// Arithmetic into output 0. ONNX's arithmetic takes no bool: a bool result
+// (kiln's add/mul of two masks) is computed in int64 and cast back, nonzero
+// being true, as kiln's bool result is.
+void arith(Ctx& c, const char* op, std::string a, std::string b) {
+  if (c.out_dtype(0) != DType::Bool) return c.emit_out(0, op, {a, b});
+  a = c.cast(a, DType::Bool, DType::Int64);
+  b = c.cast(b, DType::Bool, DType::Int64);
+  c.emit_out(0, "Cast", {c.emit1(op, {a, b})}, {{"to", int64_t{onnx_dtype(DType::Bool)}}});
+}
+void binary(Ctx& c, const char* op) { arith(c, op, in_as_out(c, 0), in_as_out(c, 1)); }
 
 // add/sub: a (+/-) alpha * b.
 void add_sub(Ctx& c, const char* op) {
   std::string b = in_as_out(c, 1);
   const double alpha = c.has_attr("alpha") ? c.f("alpha") : 1.0;
   if (alpha != 1.0) b = c.emit1("Mul", {b, c.const_scalar(alpha, c.out_dtype(0))});
-  c.emit_out(0, op, {in_as_out(c, 0), b});
+  arith(c, op, in_as_out(c, 0), b);
 }
 
 // Comparisons in the promoted dtype of the two inputs; ne is Not(Equal).

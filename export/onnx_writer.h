@@ -76,6 +76,7 @@ class NodeContext {
   std::vector<OpAttr>::const_iterator find(const char* name) const;
   const OpAttrValue& attr(const char* name) const;
   void check_static(const char* name) const;
+  void check_shape_known(int value) const;
   OnnxWriter& w_;
   int node_;
 };

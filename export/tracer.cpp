@@ -179,30 +179,42 @@ std::string where_node(const Graph& g, int node) {
          std::to_string(g.nodes.size()) + ")";
 }
 
-// Values that vary per trace, one expression each, or an error naming `what`.
-DimExpr solve_or_fail(const std::vector<int64_t>& v, const TracedModel& m, const std::string& what) {
-  DimExpr e;
-  if (solve_dim(v, m.sizes, e)) return e;
+// Why values that vary per trace fit no expression.
+std::string unsolvable(const std::vector<int64_t>& v, const TracedModel& m, const std::string& what) {
   std::string seen;
   for (size_t t = 0; t < v.size(); ++t) {
     seen += (t ? ", " : "") + std::to_string(v[t]) + " at";
     for (size_t k = 0; k < m.axes.size(); ++k) seen += " " + m.axes[k] + "=" + std::to_string(m.sizes[t][k]);
   }
-  fail("ONNX export: ", what, " changes with the input sizes (", seen,
-       ") in a way the exporter cannot express (c * axis products + d)");
+  return "ONNX export: " + what + " changes with the input sizes (" + seen +
+         ") in a way the exporter cannot express (c * axis products + d)";
 }
 
-std::vector<DimExpr> solve_shape(const std::vector<const Shape*>& shapes, const TracedModel& m, const std::string& what,
-                                 bool& dynamic) {
-  std::vector<DimExpr> out;
+// Values that vary per trace, one expression each, or an error naming `what`.
+DimExpr solve_or_fail(const std::vector<int64_t>& v, const TracedModel& m, const std::string& what) {
+  DimExpr e;
+  if (!solve_dim(v, m.sizes, e)) fail(unsolvable(v, m, what));
+  return e;
+}
+
+// Per-dimension expressions; `why` gets the first unsolvable dimension's
+// message (an empty `why` and a false return: none).
+bool solve_shape(const std::vector<const Shape*>& shapes, const TracedModel& m, const std::string& what,
+                 std::vector<DimExpr>& out, bool& dynamic, std::string& why) {
+  out.clear();
   dynamic = false;
   for (size_t i = 0; i < shapes[0]->size(); ++i) {
     std::vector<int64_t> v;
     for (const Shape* s : shapes) v.push_back((*s)[i]);
-    out.push_back(solve_or_fail(v, m, what + " dimension " + std::to_string(i)));
-    dynamic = dynamic || !out.back().is_static();
+    DimExpr e;
+    if (!solve_dim(v, m.sizes, e)) {
+      why = unsolvable(v, m, what + " dimension " + std::to_string(i));
+      return false;
+    }
+    out.push_back(e);
+    dynamic = dynamic || !e.is_static();
   }
-  return out;
+  return true;
 }
 
 // Checks trace t against trace 0 and collects the attributes that differ.
@@ -273,7 +285,8 @@ void merge(TracedModel& m, const std::vector<Graph>& gs) {
           KILN_CHECK(s.size() == vs[0].size(), "ONNX export: ", what, " changes length with the input sizes");
           ptrs.push_back(&s);
         }
-        exprs = solve_shape(ptrs, m, what, dynamic);
+        std::string why;
+        if (!solve_shape(ptrs, m, what, exprs, dynamic, why)) fail(why);
       } else {
         for (const Graph& h : gs)
           KILN_CHECK(std::get<std::string>(h.nodes[i].attrs[j].value) == std::get<std::string>(a.attrs[j].value),
@@ -282,7 +295,8 @@ void merge(TracedModel& m, const std::vector<Graph>& gs) {
       if (dynamic) m.dyn_attrs[{static_cast<int>(i), a.attrs[j].name}] = exprs;
     }
   }
-  // Shapes.
+  // Shapes. One no expression fits is an error only where an exporter needs
+  // it (a strided slice of a dynamic axis is fine until something reshapes to it).
   for (size_t i = 0; i < g.values.size(); ++i) {
     std::vector<const Shape*> ptrs;
     for (const Graph& h : gs) ptrs.push_back(&h.values[i].shape);
@@ -290,8 +304,12 @@ void merge(TracedModel& m, const std::vector<Graph>& gs) {
     const Value& v = g.values[i];
     const std::string what = v.producer >= 0 ? "the shape of a result of " + where_node(g, v.producer)
                                              : "the shape of input '" + v.name + "'";
-    std::vector<DimExpr> e = solve_shape(ptrs, m, what, dynamic);
-    if (dynamic) m.dyn_shapes[static_cast<int>(i)] = std::move(e);
+    std::vector<DimExpr> e;
+    std::string why;
+    if (!solve_shape(ptrs, m, what, e, dynamic, why))
+      m.unsolved_shapes[static_cast<int>(i)] = why;
+    else if (dynamic)
+      m.dyn_shapes[static_cast<int>(i)] = std::move(e);
   }
 }
 

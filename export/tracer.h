@@ -101,6 +101,7 @@ struct TracedModel {
   // Dynamic parts: (node, attr name) -> per-element expressions (a scalar attr has one).
   std::map<std::pair<int, std::string>, std::vector<DimExpr>> dyn_attrs;
   std::map<int, std::vector<DimExpr>> dyn_shapes;  // value id -> its shape's expressions
+  std::map<int, std::string> unsolved_shapes;      // value id -> why no expression fits its shape
   // Where each axis can be read in the graph: (input value id, dimension).
   std::vector<std::pair<int, int64_t>> axis_source;
 };
