@@ -113,6 +113,21 @@ TEST(BertParity, PytorchBinConverterRoundTrip) {
   }
 }
 
+// What `kiln embed` prints for cmd: every number, in order (a failure when it
+// exits non-zero).
+std::vector<double> run_embed(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    ADD_FAILURE() << "cannot run " << cmd;
+    return {};
+  }
+  std::vector<double> got;
+  double v;
+  while (std::fscanf(p, "%lf", &v) == 1) got.push_back(v);
+  if (pclose(p) != 0) ADD_FAILURE() << cmd;
+  return got;
+}
+
 // The user-facing tool: `kiln embed` on the same sentences gives the same
 // mean-pooled embeddings (through kiln's own tokenizer).
 TEST(BertParity, EmbedToolMatchesReference) {
@@ -126,13 +141,8 @@ TEST(BertParity, EmbedToolMatchesReference) {
     std::ofstream in(input);
     for (int i = 0; i < 8 && std::getline(dev, line); ++i) in << line.substr(0, line.find('\t')) << "\n";
   }
-  const std::string cmd = std::string(KILN_BINARY_DIR) + "/bin/kiln embed --model " + g.model_dir + " < " + input;
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::vector<double> got;
-  double v;
-  while (std::fscanf(p, "%lf", &v) == 1) got.push_back(v);
-  ASSERT_EQ(pclose(p), 0) << cmd;
+  const std::vector<double> got =
+      run_embed(std::string(KILN_BINARY_DIR) + "/bin/kiln embed --model " + g.model_dir + " < " + input);
   const std::vector<double> want = g.t.at("mean_pooled").to_vector<double>();
   ASSERT_EQ(got.size(), want.size());
   double worst = 0;
@@ -140,20 +150,11 @@ TEST(BertParity, EmbedToolMatchesReference) {
   EXPECT_LE(worst, 1e-4);
 }
 
+
 // Note [Embedding by length]: with the 8 reference lines between longer
 // sentences, sorted batching (chunks of 5, batches of 2) writes each
 // embedding at its input position: the reference rows match the golden
 // embeddings, and every row matches unsorted one-by-one embedding.
-std::vector<double> run_embed(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return {};
-  std::vector<double> got;
-  double v;
-  while (std::fscanf(p, "%lf", &v) == 1) got.push_back(v);
-  if (pclose(p) != 0) ADD_FAILURE() << cmd;
-  return got;
-}
-
 TEST(BertParity, EmbedToolSortsByLengthAndKeepsInputOrder) {
   const Golden& g = golden();
   const std::string data = env_or("KILN_DATA", KILN_DEFAULT_DATA);

@@ -17,42 +17,19 @@
 #include <vector>
 
 #include "ops/fused.h"
+#include "tests/grad_compare.h"
 #include "tests/test_util.h"
 
 namespace kiln {
 namespace {
+using testing::Fn;
+using testing::rnd;
+using testing::expect_close;
+using testing::expect_bitwise;
+using testing::GradResult;
+using testing::run_with_grads;
 using testing::all_close;
 using testing::bitwise_equal;
-using Fn = std::function<Tensor(const TensorList&)>;
-
-struct Result {
-  Tensor out;
-  TensorList grads;
-};
-
-// f on fresh leaf copies of `inputs`, backpropagating sum(f(...) * w), w fixed.
-Result run(const Fn& f, const TensorList& inputs) {
-  TensorList leaves;
-  for (const Tensor& x : inputs) leaves.push_back(x.clone().detach().set_requires_grad(true));
-  Tensor y = f(leaves);
-  Generator g(777);
-  sum(y * randn(y.sizes(), y.dtype(), &g)).backward();
-  Result r{y.detach(), {}};
-  for (const Tensor& l : leaves) r.grads.push_back(l.grad().defined() ? l.grad() : zeros_like(l));
-  return r;
-}
-
-void expect_close(const Result& a, const Result& b, double tol) {
-  EXPECT_TRUE(all_close(a.out, b.out, tol, tol)) << "forward";
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  for (size_t i = 0; i < a.grads.size(); ++i)
-    EXPECT_TRUE(all_close(a.grads[i], b.grads[i], tol, tol)) << "gradient of input " << i;
-}
-
-Tensor rnd(const Shape& s, uint64_t seed, DType dt) {
-  Generator g(seed);
-  return randn(s, dt, &g);
-}
 
 // (T, S) bool, true where the bottom-right aligned causal mask hides the key: s > t + S - T.
 Tensor hidden_keys(int64_t T, int64_t S) {
@@ -122,17 +99,17 @@ void check_cases(const std::vector<Case>& cases) {
         const Tensor mask = mask_for(c, B, H, dt);
         const TensorList in = {rnd({B, c.T, C}, 1, dt), rnd({B, c.S, C}, 2, dt), rnd({B, c.S, C}, 3, dt)};
         const double tol = dt == DType::Float64 ? 1e-12 : 2e-5;
-        const Result fused = run([&](const TensorList& x) {
+        const GradResult fused = run_with_grads([&](const TensorList& x) {
           Generator g(42);
           return multi_head_attention(x[0], x[1], x[2], H, mask, p, true, &g, c.causal);
         }, in);
-        const Result want = run([&](const TensorList& x) {
+        const GradResult want = run_with_grads([&](const TensorList& x) {
           Generator g(42);
           return composed(x[0], x[1], x[2], H, mask, p, true, &g, c.causal);
         }, in);
         expect_close(fused, want, tol);
         if (c.T == c.S) {  // packed: one (B, T, 3C) input
-          const Result packed = run([&](const TensorList& x) {
+          const GradResult packed = run_with_grads([&](const TensorList& x) {
             Generator g(42);
             return multi_head_attention_qkv(x[0], H, mask, p, true, &g, c.causal);
           }, {cat(in, 2)});
@@ -232,9 +209,9 @@ TEST(CausalAttention, SameBitsOnAnyThreadCount) {
   };
   testing::ThreadCountGuard guard;
   set_num_threads(1);
-  const Result one = run(f, in);
+  const GradResult one = run_with_grads(f, in);
   set_num_threads(2);
-  const Result two = run(f, in);
+  const GradResult two = run_with_grads(f, in);
   EXPECT_TRUE(bitwise_equal(one.out, two.out));
   for (size_t i = 0; i < one.grads.size(); ++i) EXPECT_TRUE(bitwise_equal(one.grads[i], two.grads[i])) << i;
 }
@@ -266,7 +243,7 @@ TEST(CausalAttention, HalfPrecisionRunsTheCompositeAndMatches) {
             .to(DType::Float32);
       };
     };
-    const Result half = run(f(DType::Float16), in), full = run(f(DType::Float32), in);
+    const GradResult half = run_with_grads(f(DType::Float16), in), full = run_with_grads(f(DType::Float32), in);
     EXPECT_LT(relative_error(half.out, full.out), 2e-3) << "forward";
     for (size_t i = 0; i < half.grads.size(); ++i)
       EXPECT_LT(relative_error(half.grads[i], full.grads[i]), 5e-3) << "gradient of input " << i;

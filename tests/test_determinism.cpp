@@ -7,10 +7,12 @@
 #include <functional>
 
 #include "core/parallel.h"
+#include "tests/grad_compare.h"
 #include "tests/test_util.h"
 
 namespace kiln {
 namespace {
+using testing::rnd;
 using testing::bitwise_equal;
 
 // Runs f under each thread count and checks every output against the 1-thread run.
@@ -29,11 +31,6 @@ void expect_thread_invariant(const std::function<TensorList()>& f) {
       EXPECT_TRUE(bitwise_equal(got[i], want[i])) << threads << " threads, output " << i;
     }
   }
-}
-
-Tensor rnd(const Shape& s, uint64_t seed, DType dt = DType::Float32) {
-  Generator g(seed);
-  return randn(s, dt, &g);
 }
 
 TEST(Determinism, RestoresThreadCount) {

@@ -14,53 +14,20 @@
 
 #include "core/cpu/vec_math.h"
 #include "ops/fused.h"
+#include "tests/grad_compare.h"
 #include "tests/test_util.h"
 
 namespace kiln {
 namespace {
+using testing::Fn;
+using testing::rnd;
+using testing::expect_close;
+using testing::expect_bitwise;
+using testing::GradResult;
+using testing::run_with_grads;
 using testing::all_close;
 using testing::bitwise_equal;
 using testing::values;
-using Fn = std::function<Tensor(const TensorList&)>;
-
-struct Result {
-  Tensor out;
-  TensorList grads;
-};
-
-// f on fresh leaf copies of `inputs`, backpropagating sum(f(...) * v), v fixed.
-Result run(const Fn& f, const TensorList& inputs) {
-  TensorList leaves;
-  for (const Tensor& x : inputs) {
-    Tensor l = x.clone().detach();
-    l.set_requires_grad(true);
-    leaves.push_back(l);
-  }
-  Tensor y = f(leaves);
-  Generator g(777);
-  Tensor v = randn(y.sizes(), y.dtype(), &g);
-  sum(y * v).backward();
-  Result r{y.detach(), {}};
-  for (const Tensor& l : leaves) r.grads.push_back(l.grad().defined() ? l.grad() : zeros_like(l));
-  return r;
-}
-
-void expect_close(const Result& a, const Result& b, double tol) {
-  EXPECT_TRUE(all_close(a.out, b.out, tol, tol)) << "forward";
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  for (size_t i = 0; i < a.grads.size(); ++i)
-    EXPECT_TRUE(all_close(a.grads[i], b.grads[i], tol, tol)) << "gradient of input " << i;
-}
-
-void expect_bitwise(const Result& a, const Result& b) {
-  EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "forward";
-  for (size_t i = 0; i < a.grads.size(); ++i) EXPECT_TRUE(bitwise_equal(a.grads[i], b.grads[i])) << "gradient " << i;
-}
-
-Tensor rnd(const Shape& s, uint64_t seed, DType dt) {
-  Generator g(seed);
-  return randn(s, dt, &g);
-}
 
 // The composite the fused op replaces (the BERT self-attention before it).
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const Tensor& mask,
@@ -89,17 +56,17 @@ TEST(FusedOps, AttentionMatchesComposition) {
         const Tensor mask = with_mask ? key_mask(B, T, dt) : Tensor();
         const TensorList in = {rnd({B, T, C}, 1, dt), rnd({B, T, C}, 2, dt), rnd({B, T, C}, 3, dt)};
         const double tol = dt == DType::Float64 ? 1e-12 : 2e-5;
-        const Result fused = run([&](const TensorList& x) {
+        const GradResult fused = run_with_grads([&](const TensorList& x) {
           Generator g(42);
           return multi_head_attention(x[0], x[1], x[2], H, mask, p, true, &g);
         }, in);
-        const Result composed = run([&](const TensorList& x) {
+        const GradResult composed = run_with_grads([&](const TensorList& x) {
           Generator g(42);
           return composed_attention(x[0], x[1], x[2], H, mask, p, true, &g);
         }, in);
         expect_close(fused, composed, tol);
         // packed: one (B, T, 3C) input, its gradient the three blocks side by side
-        const Result packed = run([&](const TensorList& x) {
+        const GradResult packed = run_with_grads([&](const TensorList& x) {
           Generator g(42);
           return multi_head_attention_qkv(x[0], H, mask, p, true, &g);
         }, {cat(in, 2)});
@@ -134,9 +101,9 @@ TEST(FusedOps, AttentionSameBitsOnAnyThreadCount) {
   };
   testing::ThreadCountGuard guard;
   set_num_threads(1);
-  const Result one = run(f, in);
+  const GradResult one = run_with_grads(f, in);
   set_num_threads(2);
-  const Result two = run(f, in);
+  const GradResult two = run_with_grads(f, in);
   expect_bitwise(one, two);
 }
 
@@ -160,8 +127,8 @@ TEST(FusedOps, LinearFusedMatchesLinear) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(c.x));
       const TensorList in = {rnd(c.x, 40, dt), rnd({c.out, c.x.back()}, 41, dt), rnd({c.out}, 42, dt)};
       const double tol = dt == DType::Float64 ? 1e-12 : 1e-4;
-      expect_close(run([](const TensorList& x) { return linear_fused(x[0], x[1], x[2]); }, in),
-                   run([](const TensorList& x) { return linear(x[0], x[1], x[2]); }, in), tol);
+      expect_close(run_with_grads([](const TensorList& x) { return linear_fused(x[0], x[1], x[2]); }, in),
+                   run_with_grads([](const TensorList& x) { return linear(x[0], x[1], x[2]); }, in), tol);
     }
   Tensor x = rnd({2, 4}, 43, DType::Float32);
   EXPECT_KILN_ERROR(linear_fused(x, rnd({3, 5}, 44, DType::Float32), rnd({3}, 45, DType::Float32)), "linear", "[2, 4]");
@@ -174,11 +141,11 @@ TEST(FusedOps, DropoutAddMatchesComposition) {
       TensorList in = {rnd({5, 1001}, 20, dt)};
       if (with_residual) in.push_back(rnd({5, 1001}, 21, dt));
       const double tol = dt == DType::Float64 ? 1e-12 : 1e-6;
-      const Result fused = run([&](const TensorList& x) {
+      const GradResult fused = run_with_grads([&](const TensorList& x) {
         Generator g(31);
         return dropout_add(x[0], with_residual ? x[1] : Tensor(), 0.3, true, &g);
       }, in);
-      const Result composed = run([&](const TensorList& x) {
+      const GradResult composed = run_with_grads([&](const TensorList& x) {
         Generator g(31);
         Tensor d = dropout(x[0], 0.3, true, &g);
         return with_residual ? add(d, x[1]) : d;
@@ -256,9 +223,9 @@ TEST(FusedOps, CrossEntropyWideRowsMatchLogSoftmax) {
         Tensor valid = ne(target, -100.0).to(x[0].dtype());
         return ((-sum(logp * onehot, {-1})) * (1.0 - eps) + (-mean(logp, {-1})) * eps) * valid;
       };
-      const Result a = run([&, eps](const TensorList& x) { return cross_entropy(x[0], target, -100, eps, "none"); },
+      const GradResult a = run_with_grads([&, eps](const TensorList& x) { return cross_entropy(x[0], target, -100, eps, "none"); },
                            {logits});
-      expect_close(a, run(composed, {logits}), tol);
+      expect_close(a, run_with_grads(composed, {logits}), tol);
     }
   }
 }

@@ -7,53 +7,30 @@
 #include <functional>
 
 #include "core/backend.h"
+#include "tests/grad_compare.h"
 #include "tests/test_util.h"
 
 namespace kiln {
 namespace {
+using testing::Fn;
+using testing::rnd;
+using testing::expect_close;
+using testing::expect_bitwise;
+using testing::GradResult;
+using testing::run_with_grads;
 using testing::all_close;
 using testing::values;
 using F64 = std::vector<double>;
-using Fn = std::function<Tensor(const TensorList&)>;
-
-struct Result {
-  Tensor out;
-  TensorList grads;  // one per floating input; zeros when none flowed
-};
-
-// Runs f on fresh leaf copies of `inputs` and backpropagates sum(f(...) * v)
-// for a fixed random v.
-Result run(const Fn& f, const TensorList& inputs) {
-  TensorList leaves;
-  for (const Tensor& x : inputs) {
-    Tensor l = x.clone().detach();
-    if (l.is_floating_point()) l.set_requires_grad(true);
-    leaves.push_back(l);
-  }
-  Tensor y = f(leaves);
-  Generator g(777);
-  Tensor v = randn(y.sizes(), y.dtype(), &g);
-  sum(y * v).backward();
-  Result r{y.detach(), {}};
-  for (const Tensor& l : leaves)
-    if (l.is_floating_point()) r.grads.push_back(l.grad().defined() ? l.grad() : zeros_like(l));
-  return r;
-}
 
 double tol_of(DType dt) { return dt == DType::Float64 ? 1e-12 : 2e-5; }
 
 void expect_same(const Fn& fused, const Fn& composed, const TensorList& inputs, DType dt) {
-  const Result a = run(fused, inputs), b = run(composed, inputs);
+  const GradResult a = run_with_grads(fused, inputs), b = run_with_grads(composed, inputs);
   EXPECT_EQ(a.out.dtype(), b.out.dtype());
   EXPECT_TRUE(all_close(a.out, b.out, tol_of(dt), tol_of(dt))) << "forward";
   ASSERT_EQ(a.grads.size(), b.grads.size());
   for (size_t i = 0; i < a.grads.size(); ++i)
     EXPECT_TRUE(all_close(a.grads[i], b.grads[i], tol_of(dt), tol_of(dt))) << "gradient of input " << i;
-}
-
-Tensor rnd(const Shape& s, uint64_t seed, DType dt, double scale = 1.0) {
-  Generator g(seed);
-  return randn(s, dt, &g) * scale;
 }
 
 const std::vector<DType> kFloatTypes = {DType::Float32, DType::Float64};

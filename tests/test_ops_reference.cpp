@@ -7,19 +7,16 @@
 #include <cmath>
 #include <limits>
 
+#include "tests/grad_compare.h"
 #include "tests/test_util.h"
 
 namespace kiln {
 namespace {
+using testing::rnd;
 using testing::all_close;
 using testing::ref_strides;
 using testing::values;
 using F64 = std::vector<double>;
-
-Tensor rnd(const Shape& s, uint64_t seed, DType dt = DType::Float32) {
-  Generator g(seed);
-  return randn(s, dt, &g);
-}
 
 // ---- references ----------------------------------------------------------------
 

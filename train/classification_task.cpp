@@ -3,11 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.h"
-#include "data/device_staging.h"
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/model_size.h"
 #include "train/metrics.h"
+#include "train/task_loader.h"
 #include "train/task_metrics.h"
 #include "train/task_util.h"
 
@@ -179,26 +179,16 @@ data::LabeledDataset ClassificationTask::read_inputs(const std::string& path) co
 
 std::unique_ptr<ClassificationTask::Loader> ClassificationTask::make_loader(
     std::shared_ptr<const data::Dataset<data::LabeledEncoding>> set, bool shuffle, int64_t batch_size) const {
-  std::shared_ptr<const data::Sampler> sampler;
-  if (shuffle)
-    sampler = training_sampler(args_, set->size());
-  else
-    sampler = std::make_shared<data::SequentialSampler>(set->size());
-  // Batches for the model's device: pinned and copied on a side stream when it
-  // is a GPU (Note [Batch staging] in data/device_staging.h).
   const int32_t pad = pad_id_;
-  const Device device = model_device(*model_);
   const data::LabelKind kind = kind_of(problem_type_);
   const size_t num_labels = label_set_.size();
-  return std::make_unique<Loader>(
-      set, std::make_shared<data::BatchSampler>(sampler, batch_size),
-      data::pinned_collate<data::LabeledEncoding, data::ClassificationBatch>(
-          [pad, kind, num_labels](std::vector<data::LabeledEncoding>&& ex) {
-            return data::collate_classification(ex, pad, 1, kind, num_labels);
-          },
-          device),
-      data::DataLoaderOptions{.num_workers = args_.workers, .seed = args_.seed},
-      data::device_transfer<data::ClassificationBatch>(device));
+  auto sampler = task_sampler(args_, set->size(), shuffle);
+  return make_task_loader<data::LabeledEncoding, data::ClassificationBatch>(
+      std::move(set), std::move(sampler), batch_size,
+      [pad, kind, num_labels](std::vector<data::LabeledEncoding>&& ex) {
+        return data::collate_classification(ex, pad, 1, kind, num_labels);
+      },
+      *model_, args_);
 }
 
 std::optional<MicroBatch> ClassificationTask::forward_next() {

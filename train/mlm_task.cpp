@@ -7,12 +7,12 @@
 #include <limits>
 
 #include "autograd/grad_mode.h"
-#include "data/device_staging.h"
 #include "data/corpus.h"
 #include "data/synthetic_corpus.h"
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
 #include "train/metrics.h"
+#include "train/task_loader.h"
 #include "train/task_util.h"
 
 namespace kiln::train {
@@ -186,19 +186,14 @@ MlmTask::~MlmTask() {
   }
 }
 
-// Batches for the model's device: pinned and copied on a side stream when it
-// is a GPU (Note [Batch staging] in data/device_staging.h).
 std::unique_ptr<MlmTask::Loader> MlmTask::make_loader(std::shared_ptr<const data::Dataset<data::PretrainingExample>> set,
                                                       std::shared_ptr<const data::Sampler> sampler,
                                                       int64_t batch_size) const {
   const int32_t pad = pad_id_;
-  const Device device = model_device(*model_);
-  return std::make_unique<Loader>(
-      std::move(set), std::make_shared<data::BatchSampler>(std::move(sampler), batch_size),
-      data::pinned_collate<data::PretrainingExample, data::PretrainingBatch>(
-          [pad](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, pad); }, device),
-      data::DataLoaderOptions{.num_workers = args_.workers, .seed = args_.seed},
-      data::device_transfer<data::PretrainingBatch>(device));
+  return make_task_loader<data::PretrainingExample, data::PretrainingBatch>(
+      std::move(set), std::move(sampler), batch_size,
+      [pad](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, pad); }, *model_,
+      args_);
 }
 
 std::optional<MicroBatch> MlmTask::forward_next() {

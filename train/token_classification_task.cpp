@@ -5,10 +5,10 @@
 #include <limits>
 
 #include "autograd/grad_mode.h"
-#include "data/device_staging.h"
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/model_size.h"
+#include "train/task_loader.h"
 #include "train/task_metrics.h"
 #include "train/task_util.h"
 
@@ -122,20 +122,12 @@ data::ConllDataset TokenClassificationTask::read_words(const std::string& path) 
 
 std::unique_ptr<TokenClassificationTask::Loader> TokenClassificationTask::make_loader(
     std::shared_ptr<const data::Dataset<data::TokenEncoding>> set, bool shuffle, int64_t batch_size) const {
-  std::shared_ptr<const data::Sampler> sampler;
-  if (shuffle)
-    sampler = training_sampler(args_, set->size());
-  else
-    sampler = std::make_shared<data::SequentialSampler>(set->size());
   const int32_t pad = pad_id_;
-  const Device device = model_device(*model_);
-  return std::make_unique<Loader>(
-      set, std::make_shared<data::BatchSampler>(sampler, batch_size),
-      data::pinned_collate<data::TokenEncoding, data::TokenClassificationBatch>(
-          [pad](std::vector<data::TokenEncoding>&& ex) { return data::collate_token_classification(ex, pad); },
-          device),
-      data::DataLoaderOptions{.num_workers = args_.workers, .seed = args_.seed},
-      data::device_transfer<data::TokenClassificationBatch>(device));
+  auto sampler = task_sampler(args_, set->size(), shuffle);
+  return make_task_loader<data::TokenEncoding, data::TokenClassificationBatch>(
+      std::move(set), std::move(sampler), batch_size,
+      [pad](std::vector<data::TokenEncoding>&& ex) { return data::collate_token_classification(ex, pad); }, *model_,
+      args_);
 }
 
 std::optional<MicroBatch> TokenClassificationTask::forward_next() {
