@@ -8,11 +8,15 @@ length and thread count; the median of --steps timed runs after one warm-up.
 Prints: onnxruntime forward batch=B seq=S step_s=SECONDS tokens_per_s=N
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
-import onnxruntime as ort
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+from onnx_run import session  # noqa: E402  (the test runner's session settings)
 
 
 def main():
@@ -24,10 +28,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=30522)
     a = ap.parse_args()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = a.threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
+    sess = session(a.model, a.threads)
     rng = np.random.default_rng(0)
     feeds = {
         "input_ids": rng.integers(0, a.vocab, (a.batch, a.seq), dtype=np.int64),

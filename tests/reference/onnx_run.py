@@ -15,6 +15,15 @@ import onnxruntime as ort
 from safetensors.numpy import load_file, save_file
 
 
+def session(model, threads):
+    """A CPU session with `threads` intra-op threads and one inter-op thread
+    (also bench/onnxruntime_forward.py's)."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -22,10 +31,7 @@ def main():
     ap.add_argument("outputs")
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = a.threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
+    sess = session(a.model, a.threads)
     sets = collections.defaultdict(dict)
     for key, value in load_file(a.inputs).items():
         s, name = key.split(".", 1)
