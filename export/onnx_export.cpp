@@ -400,17 +400,29 @@ ExportReport export_onnx(const ExportSpec& spec, const std::string& path, const 
     std::error_code ec;
     fs::remove(data, ec);  // a stale side file from an earlier export would mislead
   }
+  // Written beside `path` and checked there (the checker finds the external
+  // data relative to the model), then renamed over it: a failed export
+  // leaves an existing file as it was.
+  const std::string partial = path + ".partial";
   {
-    std::ofstream f(out, std::ios::binary | std::ios::trunc);
-    KILN_CHECK(f.good(), "ONNX export: cannot write ", path);
-    KILN_CHECK(model.SerializeToOstream(&f), "ONNX export: serializing the model failed (over 2 GiB without "
-               "external data?)");
+    std::ofstream f(partial, std::ios::binary | std::ios::trunc);
+    KILN_CHECK(f.good(), "ONNX export: cannot write ", partial);
+    const bool ok = model.SerializeToOstream(&f);
+    f.close();
+    if (!ok || !f.good()) {
+      std::error_code ec;
+      fs::remove(partial, ec);
+      fail("ONNX export: writing ", partial, " failed (a model over 2 GiB without external data?)");
+    }
   }
   try {
-    onnx::checker::check_model(path);
+    onnx::checker::check_model(partial);
   } catch (const std::exception& e) {
-    fail("ONNX export: the ONNX checker rejects the exported model ", path, ": ", e.what());
+    std::error_code ec;
+    fs::remove(partial, ec);
+    fail("ONNX export: the ONNX checker rejects the exported model: ", e.what());
   }
+  fs::rename(partial, out);
   return report;
 }
 

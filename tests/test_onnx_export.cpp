@@ -157,6 +157,8 @@ void expect_matches_ort(const std::string& py, const ExportSpec& spec, const fs:
                         const std::vector<AxisSizes>& shapes, const ExportOptions& opts = {}, double tol = 1e-4) {
   fs::create_directories(path.parent_path());
   const ExportReport r = export_onnx(spec, path.string(), opts);
+  EXPECT_TRUE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path.string() + ".partial"));  // written beside it, then renamed
   EXPECT_GT(r.nodes, 0);
   EXPECT_GT(r.initializers, 0);
   std::vector<std::vector<Tensor>> sets;
