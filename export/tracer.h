@@ -47,8 +47,8 @@ class Tracer final : public OpObserver {
   explicit Tracer(const std::vector<std::pair<std::string, Tensor>>& params);
   void add_input(const std::string& name, const Tensor& t);
   void op_finished(const OpRecord& record) override;
-  // The value id of a result of the forward pass; kiln::Error if no traced
-  // op made it and it is not an input, parameter or constant.
+  // Marks a result of the forward pass as graph output `name`; kiln::Error
+  // if no traced op made it and it is not an input.
   void add_output(const Tensor& t, const std::string& name);
   Graph take() { return std::move(g_); }
 
@@ -86,8 +86,8 @@ struct DimExpr {
 // Per-trace axis sizes (Note [Dynamic axes]): axis_sizes(t)[k] is axis k's size in trace t.
 std::vector<AxisSizes> trace_sizes(const std::vector<std::string>& axis_names);
 
-// Solves values v[t] (one per trace) against the axes' sizes sizes[t][k];
-// nullopt-like: returns false when no small expression fits.
+// Solves values v[t] (one per trace) against the axes' sizes sizes[t][k]
+// into `out`; false when no small expression fits.
 bool solve_dim(const std::vector<int64_t>& v, const std::vector<std::vector<int64_t>>& sizes, DimExpr& out);
 
 // Traces spec.forward once per entry of trace_sizes and merges the graphs: the
