@@ -79,12 +79,11 @@ void dropout_check(Ctx& c) {
     c.refuse("dropout in training mode draws random masks; export the model in eval() mode");
 }
 
-// x @ weight^T (+ bias), in the output's dtype.
-std::string linear_of(Ctx& c) {
+// x @ weight^T (+ bias), in the output's dtype, written into `out`.
+std::string linear_into(Ctx& c, const std::string& out) {
   const std::string wt = c.emit1("Transpose", {in_as_out(c, 1)}, {{"perm", std::vector<int64_t>{1, 0}}});
-  std::string y = c.emit1("MatMul", {in_as_out(c, 0), wt});
-  if (c.has_input(2)) y = c.emit1("Add", {y, in_as_out(c, 2)});
-  return y;
+  if (!c.has_input(2)) return c.emit("MatMul", {in_as_out(c, 0), wt}, {out})[0];
+  return c.emit("Add", {c.emit1("MatMul", {in_as_out(c, 0), wt}), in_as_out(c, 2)}, {out})[0];
 }
 
 // Reductions with axes as an attribute in opsets <= 17 (ReduceMean, ReduceMax, ReduceMin).
@@ -354,11 +353,12 @@ const std::map<std::string, OpExporter> kTable = {
     {"to_dtype", [](Ctx& c) { c.emit_out(0, "Identity", {in_as_out(c, 0)}); }},
     // linear algebra
     {"matmul", [](Ctx& c) { binary(c, "MatMul"); }},
-    {"linear", [](Ctx& c) { c.emit_out(0, "Identity", {linear_of(c)}); }},
-    {"linear_fused", [](Ctx& c) { c.emit_out(0, "Identity", {linear_of(c)}); }},
+    {"linear", [](Ctx& c) { linear_into(c, c.out(0)); }},
+    {"linear_fused", [](Ctx& c) { linear_into(c, c.out(0)); }},
     {"linear_gelu",
      [](Ctx& c) {
-       gelu_into(c, linear_of(c), c.out_dtype(0), c.has_attr("approximate") ? c.s("approximate") : "none", c.out(0));
+       const std::string y = linear_into(c, c.fresh());
+       gelu_into(c, y, c.out_dtype(0), c.has_attr("approximate") ? c.s("approximate") : "none", c.out(0));
      }},
     // nn
     {"softmax", [](Ctx& c) { softmax_like(c, "Softmax"); }},
