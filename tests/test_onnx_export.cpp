@@ -334,6 +334,13 @@ TEST(OnnxExport, ExternalDataLoadsInOnnxRuntime) {
   EXPECT_GE(fs::file_size(dir / "mixer.onnx.data"), (64u * 8 + 4 * 64) * 4);
   const std::string onnx_bytes = kiln::testing::read_bytes(dir / "mixer.onnx");
   EXPECT_NE(onnx_bytes.find("mixer.onnx.data"), std::string::npos);
+  // Unforced, the weights go outside once their bytes pass the threshold (2 GiB by default).
+  ExportOptions small;
+  small.external_data_threshold = 1000;
+  EXPECT_TRUE(export_onnx(mixer_spec(m), (dir / "auto.onnx").string(), small).external_data);
+  EXPECT_TRUE(fs::exists(dir / "auto.onnx.data"));
+  EXPECT_FALSE(export_onnx(mixer_spec(m), (dir / "inline.onnx").string()).external_data);
+  EXPECT_FALSE(fs::exists(dir / "inline.onnx.data"));
   fs::remove_all(dir);
 }
 
