@@ -6,12 +6,16 @@
 #include <iostream>
 
 #include "core/error.h"
-#include "export/bert_export.h"
 #include "kiln.h"
 #include "tools/command.h"
+#if KILN_WITH_ONNX
+#include "export/bert_export.h"
+#endif
 
 namespace kiln::tools {
 namespace {
+
+#if KILN_WITH_ONNX
 
 namespace fs = std::filesystem;
 
@@ -59,6 +63,20 @@ const Registrar reg_export("export", [](CLI::App& app) {
                 "write the weights to OUTPUT.data even under 2 GiB (ONNX external data)");
   return [c] { return run_export(*c); };
 });
+
+#else  // configured without libonnx-dev (KILN_ONNX=AUTO found none, or OFF)
+
+const Registrar reg_export("export", [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("export", "Export a model as ONNX (not in this build: built without ONNX export)");
+  cmd->allow_extras();
+  return []() -> int {
+    throw Error(
+        "kiln export: this kiln was built without ONNX export (libonnx-dev was not found when it was configured; "
+        "install it and rebuild)");
+  };
+});
+
+#endif
 
 }  // namespace
 }  // namespace kiln::tools
