@@ -112,6 +112,21 @@ bool enter(ThreadBuffer& b) {
 
 void leave(ThreadBuffer& b) { b.busy.store(false, std::memory_order_release); }
 
+// enter() ... leave() for a scope: busy is cleared however the scope ends
+// (stop() waits for it; a flag left set would hang it).
+class Busy {
+ public:
+  explicit Busy(ThreadBuffer& b) : b_(b), on_(enter(b)) {}
+  ~Busy() { leave(b_); }
+  Busy(const Busy&) = delete;
+  Busy& operator=(const Busy&) = delete;
+  bool on() const { return on_; }
+
+ private:
+  ThreadBuffer& b_;
+  bool on_;
+};
+
 // "a, b, ..." of `part(t)` over the tensors ("None" for an undefined one).
 template <class Part>
 std::string join(const std::vector<Tensor>& ts, Part part) {
@@ -133,10 +148,8 @@ std::optional<Device> device_of(const std::vector<Tensor>& ts) {
 uint64_t begin_span(const char* name, Category category, const std::vector<Tensor>* tensors, int op_depth,
                     int64_t step = -1) {
   ThreadBuffer& b = this_thread_buffer();
-  if (!enter(b)) {
-    leave(b);
-    return 0;
-  }
+  const Busy busy(b);
+  if (!busy.on()) return 0;
   const ProfileOptions& o = registry().options;
   const size_t index = b.spans.size();
   RawSpan& sp = b.spans.emplace_back();
@@ -156,18 +169,21 @@ uint64_t begin_span(const char* name, Category category, const std::vector<Tenso
         sp.cuda_device = d->index;
         if (b.cuda_last.size() <= static_cast<size_t>(d->index)) b.cuda_last.resize(d->index + 1);
         if (o.cuda_events) {
-          sp.device_begin.emplace(/*timing=*/true);
-          sp.device_begin->record(cuda::current_stream(d->index));
-          sp.device_end.emplace(/*timing=*/true);
+          try {
+            sp.device_begin.emplace(/*timing=*/true);
+            sp.device_begin->record(cuda::current_stream(d->index));
+            sp.device_end.emplace(/*timing=*/true);
+          } catch (const Error&) {  // no device time for this span; the op itself runs on
+            sp.device_begin.reset();
+            sp.device_end.reset();
+          }
         }
       }
     }
   }
   b.open.push_back(static_cast<int64_t>(index));
   sp.begin_ns = now_ns();  // last: the recording itself counts to the parent
-  const uint64_t token = make_token(b.session, index);
-  leave(b);
-  return token;
+  return make_token(b.session, index);
 }
 
 void sample(ThreadBuffer& b, int64_t ts, const std::string& device, LastUsage& last, std::size_t allocated,
@@ -186,13 +202,12 @@ void sample_memory(ThreadBuffer& b, int64_t ts) {
   }
 }
 
-void end_span(uint64_t token) {
+// Runs in destructors (OpScope, RecordScope): must not throw.
+void end_span(uint64_t token) noexcept {
   const Clock::time_point now = Clock::now();  // first: the recording itself counts to the parent
   ThreadBuffer& b = this_thread_buffer();
-  if (!enter(b) || b.session != static_cast<uint32_t>(token >> 32)) {
-    leave(b);  // recording ended since the span began: dropped
-    return;
-  }
+  const Busy busy(b);
+  if (!busy.on() || b.session != static_cast<uint32_t>(token >> 32)) return;  // ended since: dropped
   const int64_t t = std::chrono::duration_cast<std::chrono::nanoseconds>(now - registry().t0).count();
   const auto index = static_cast<int64_t>(token & 0xffffffffu) - 1;
   RawSpan& sp = b.spans[static_cast<size_t>(index)];
@@ -205,18 +220,23 @@ void end_span(uint64_t token) {
   if (sp.device_end) {
     try {
       sp.device_end->record(cuda::current_stream(sp.cuda_device));
-    } catch (const Error&) {
+    } catch (...) {
       sp.device_end.reset();  // no device time for this span
     }
   }
-  if (registry().options.memory) sample_memory(b, t);
-  leave(b);
+  if (registry().options.memory) {
+    try {
+      sample_memory(b, t);
+    } catch (...) {  // a CUDA device's stats unreadable: the sample is skipped
+    }
+  }
 }
 
 // Device milliseconds of a span's events, -1 if they cannot be read.
 double device_ms(RawSpan& sp) {
-  if (!sp.device_begin || !sp.device_end || !sp.device_end->recorded()) return -1;
+  if (!sp.device_begin || !sp.device_end) return -1;
   try {
+    if (!sp.device_end->recorded()) return -1;
     sp.device_end->synchronize();
     return sp.device_begin->elapsed_ms(*sp.device_end);
   } catch (const Error&) {
