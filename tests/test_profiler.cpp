@@ -398,7 +398,7 @@ TEST(Profiler, ProfileStepsFlag) {
   }
 }
 
-TEST(Profiler, CudaOpsGetDeviceTime) {
+TEST(CudaProfiler, OpsGetDeviceTime) {  // Cuda*: run by tools/gpu_check.sh
   KILN_REQUIRE_CUDA();
   Tensor a = randn({256, 256}).to(Device::parse("cuda")), b = randn({256, 256}).to(Device::parse("cuda"));
   Profile prof;

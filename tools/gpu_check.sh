@@ -239,7 +239,7 @@ if [ -n "$BIN" ] && part1; then
   run_step cuda-ops 150 "registry ops + kernels vs CPU" \
     "$TESTS" --gtest_filter='Cuda*:DeviceStaging*:-CudaSdpa*:CudaLarge*' --gtest_brief=1
   run_step allocator 45 "simulated + on device" \
-    "$TESTS" --gtest_filter='CachingAllocator*:PinnedHostAllocator*:HostHeapMemory*:CudaMemory*:CudaAllocator*' \
+    "$TESTS" --gtest_filter='CachingAllocator*:PinnedHostAllocator*:HostHeapMemory*:CudaMemory*:CudaAllocator*:MemorySummary*' \
     --gtest_brief=1
   run_step sdpa 60 "cuDNN attention vs CPU" "$TESTS" --gtest_filter='CudaSdpa*' --gtest_brief=1
   if grep -q '^  nccl: on' "$LOGDIR/kiln_info.txt"; then
