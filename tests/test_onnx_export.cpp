@@ -5,12 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "export/bert_export.h"
 #include "export/tracer.h"
 #include "ops/op_registry.h"
 #include "test_util.h"
 #include "train/task_util.h"
+#include "train/tasks.h"
+#include "train/trainer.h"
 
 namespace kiln {
 namespace {
@@ -263,6 +267,40 @@ TEST(OnnxExport, FineTunedClassifiersMatchOnnxRuntime) {
     o14.opset = 14;
     expect_matches_ort(py, spec, root / (kind + "-14.onnx"), kBertShapes, o14);
   }
+  fs::remove_all(root);
+}
+
+// A classifier kiln really fine-tuned (all-MiniLM-L6-v2 on SST-2 sentences,
+// through train::train as `kiln finetune` runs it): its output directory
+// exports as `kiln export --model DIR` would, and ONNX Runtime gives kiln's
+// logits.
+TEST(OnnxExport, MiniLmFineTunedOnSst2MatchesOnnxRuntime) {
+  REQUIRE_ORT();
+  const fs::path root = fresh_dir("onnx", "finetuned");
+  fs::create_directories(root);
+  std::ifstream in(kiln::testing::data_file("sst2/train.tsv"));
+  std::ofstream head(root / "train.tsv");
+  std::string line;
+  for (int i = 0; i < 49 && std::getline(in, line); ++i) head << line << "\n";  // header + 48 sentences
+  head.close();
+  train::TrainingArguments a;
+  a.model = kiln::testing::minilm_dir();
+  a.output_dir = (root / "out").string();
+  a.train_file = (root / "train.tsv").string();
+  a.max_seq_length = 32;
+  a.batch_size = 16;
+  a.lr = 1e-4;
+  a.epochs = 1;
+  a.save_steps = 0;
+  std::ostringstream log;
+  auto task = train::make_finetune_task(a, log);
+  const train::TrainResult r = train::train(a, *task, log);
+  ASSERT_TRUE(r.finished) << log.str();
+  ASSERT_EQ(r.step, 3) << log.str();  // 48 sentences in batches of 16
+  std::string kind;  // from the saved config.json
+  auto model = load_bert_for_export(a.output_dir, kind);
+  EXPECT_EQ(kind, "sequence-classification");
+  expect_matches_ort(py, bert_export_spec(*model, kind), root / "sst2.onnx", kBertShapes);
   fs::remove_all(root);
 }
 
