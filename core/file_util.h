@@ -21,6 +21,9 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
+#include <string_view>
+#include <span>
 
 namespace kiln {
 
@@ -40,5 +43,12 @@ int open_regular_file(const std::string& path, const std::string& what, uint64_t
 
 // The whole content of a regular file of at most max_bytes bytes.
 std::string read_file_bounded(const std::string& path, const std::string& what, uint64_t max_bytes);
+
+// Writes the concatenated chunks to `path` atomically (temporary file in the
+// same directory, fsync, rename, fsync of the directory); on failure `path` is
+// untouched and the temporary file removed. Throws kiln::Error naming `path`.
+void write_file_atomic(const std::string& path, const std::vector<std::span<const uint8_t>>& chunks);
+// The same for one piece of text.
+void write_file_atomic(const std::string& path, std::string_view text);
 
 }  // namespace kiln

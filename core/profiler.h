@@ -55,7 +55,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // chrome_trace(); json.hpp in the files that use it
 
 #include "kiln/core/op_scope.h"
 

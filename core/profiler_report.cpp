@@ -5,9 +5,10 @@
 #include <filesystem>
 #include <map>
 #include <span>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "nn/safetensors.h"  // write_file_atomic
+#include "core/file_util.h"  // write_file_atomic
 #include "core/profiler.h"
 
 namespace kiln::profiler {
@@ -162,7 +163,7 @@ nlohmann::json Profile::chrome_trace() const {
 
 void Profile::export_chrome_trace(const std::string& path) const {
   const std::string text = chrome_trace().dump() + "\n";
-  write_file_atomic(path, {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+  write_file_atomic(path, text);
 }
 
 std::string save_profile(const Profile& profile, const std::string& dir, const std::string& stem) {
@@ -177,8 +178,7 @@ std::string save_profile(const Profile& profile, const std::string& dir, const s
   }
   profile.export_chrome_trace(trace.string());
   const std::string text = profile.key_averages();
-  write_file_atomic(table.string(),
-                    {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+  write_file_atomic(table.string(), text);
   return trace.string();
 }
 

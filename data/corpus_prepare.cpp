@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "core/file_util.h"
 #include "data/corpus.h"
 #include "data/corpus_format.h"
 #include "data/integrity.h"
@@ -105,20 +106,6 @@ class ShardWriter {
   std::vector<uint64_t> sentence_starts_{0};
   std::vector<uint64_t> document_starts_{0};
 };
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    KILN_CHECK(out.good(), "prepare_corpus: cannot create '", tmp, "'");
-    out << text;
-    out.flush();
-    KILN_CHECK(out.good(), "prepare_corpus: error writing '", tmp, "'");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  KILN_CHECK(!ec, "prepare_corpus: cannot rename '", tmp, "' to '", path, "': ", ec.message());
-}
 
 // Shard files of an earlier run that the new index does not name.
 void remove_stale_shards(const fs::path& dir, size_t num_shards) {
@@ -277,7 +264,7 @@ PrepareStats prepare_corpus(const std::vector<std::string>& inputs, const BertTo
       {"options",
        {{"shard_tokens", options.shard_tokens}, {"max_sentences_per_document", options.max_sentences_per_document}}}};
   remove_stale_shards(dir, stats.shards);
-  write_file_atomically((dir / cf::kIndexFile).string(),
+  write_file_atomic((dir / cf::kIndexFile).string(),
                         index.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   return stats;
 }

@@ -10,7 +10,6 @@
 #include "core/file_util.h"
 #include "core/json_util.h"
 #include "nn/model_size.h"
-#include "nn/safetensors.h"  // write_file_atomic
 
 namespace kiln {
 namespace {
@@ -289,7 +288,7 @@ std::string BertConfig::to_json_string() const {
 
 void BertConfig::to_json_file(const std::string& path) const {
   const std::string text = to_json_string();
-  write_file_atomic(path, {std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+  write_file_atomic(path, text);
 }
 
 std::vector<std::string> BertConfig::preset_names() {

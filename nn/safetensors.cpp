@@ -430,47 +430,4 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorEntr
   write_file_atomic(path, chunks_of(p, prefix));
 }
 
-void write_file_atomic(const std::string& path, const std::vector<std::span<const uint8_t>>& chunks) {
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = mkstemp(tmp.data());
-  KILN_CHECK(fd >= 0, path, ": cannot create a temporary file beside it: ", std::strerror(errno));
-  auto give_up = [&](const char* step) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail(path, ": ", step, " failed: ", std::strerror(err));
-  };
-  for (const auto& chunk : chunks) {
-    const uint8_t* p = chunk.data();
-    size_t left = chunk.size();
-    while (left > 0) {
-      const ssize_t n = ::write(fd, p, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) give_up("write");
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-  if (fchmod(fd, 0644) != 0) give_up("fchmod");
-  if (fsync(fd) != 0) give_up("fsync");
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path, ": close failed: ", std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path, ": rename from ", tmp, " failed: ", std::strerror(err));
-  }
-  // Persist the rename itself; best effort (some filesystems refuse fsync on directories).
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)fsync(dfd);
-    ::close(dfd);
-  }
-}
-
 }  // namespace kiln

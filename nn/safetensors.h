@@ -120,14 +120,10 @@ std::vector<uint8_t> serialize_safetensors(const std::vector<SafeTensorEntry>& t
                                            const std::map<std::string, std::string>& metadata = {},
                                            const std::string& what = "safetensors");
 
-// Writes serialize_safetensors(...) to `path` atomically: a temporary file in
-// the same directory, fsync, rename over `path`.
+// Writes serialize_safetensors(...) to `path` atomically (write_file_atomic,
+// core/file_util.h).
 void write_safetensors(const std::string& path, const std::vector<SafeTensorEntry>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-// Writes the concatenated chunks to `path` atomically (temporary file in the
-// same directory, fsync, rename, fsync of the directory); on failure `path` is
-// untouched and the temporary file removed. Throws kiln::Error naming `path`.
-void write_file_atomic(const std::string& path, const std::vector<std::span<const uint8_t>>& chunks);
 
 }  // namespace kiln

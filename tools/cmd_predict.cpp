@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file_util.h"
 #include "kiln.h"
 #include "nn/safetensors.h"
 #include "tools/command.h"
@@ -126,7 +127,7 @@ int run_predict(PredictCommand& c) {
   if (c.output.empty()) {
     std::cout << text << std::flush;
   } else {
-    write_file_atomic(c.output, {std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+    write_file_atomic(c.output, text);
     std::cerr << "predictions written to " << c.output << "\n";
   }
   return 0;

@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/file_util.h"
 #include "cuda/cuda.h"
 #include "dist/process_group.h"
 #include "kiln.h"
@@ -192,8 +193,7 @@ void write_eval_results(const std::string& dir, const std::map<std::string, doub
   if (dir.empty()) return;
   fs::create_directories(dir);
   const std::string text = nlohmann::json(m).dump(2) + "\n";
-  write_file_atomic((fs::path(dir) / "eval_results.json").string(),
-                    {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+  write_file_atomic((fs::path(dir) / "eval_results.json").string(), text);
 }
 
 int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/file_util.h"
 #include "core/json_util.h"
 #include "core/profiler.h"
 #include "data/integrity.h"
@@ -36,8 +37,7 @@ void fsync_path(const fs::path& p, bool directory) {
 }
 
 void write_text(const fs::path& path, const std::string& text) {
-  write_file_atomic(path.string(),
-                    {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+  write_file_atomic(path.string(), text);
 }
 
 // The one place checkpoint JSON is read (trainer_state.json, manifest.json):

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/file_util.h"
 #include "core/profiler.h"
 #include "core/random.h"
 #include "data/integrity.h"
@@ -101,8 +102,7 @@ std::map<std::string, Tensor> with_prefix(const std::string& prefix, const std::
 }
 
 void write_text_atomic(const fs::path& path, const std::string& text) {
-  write_file_atomic(path.string(),
-                    {std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())});
+  write_file_atomic(path.string(), text);
 }
 
 std::string format_metrics(const std::map<std::string, double>& m) {
