@@ -22,6 +22,7 @@
 
 #include "core/cpu/loops.h"
 #include "cuda/kernels.cuh"
+#include "cuda/launch.cuh"
 
 namespace kiln::cuda {
 
@@ -186,7 +187,7 @@ __global__ void strided_map_kernel(int64_t n, F f, StridedMeta<1 + sizeof...(TIn
 template <int V, typename TOut, typename... TIn, typename F, size_t... I>
 void launch_contiguous(int64_t n, F f, const std::array<char*, 1 + sizeof...(TIn)>& b, cudaStream_t stream,
                        std::index_sequence<I...>) {
-  contiguous_map_kernel<V, F, TOut, TIn...><<<grid_for(n, kThreads * V), kThreads, 0, stream>>>(
+  KILN_LAUNCH(grid_for(n, kThreads * V), kThreads, 0, stream, contiguous_map_kernel<V, F, TOut, TIn...>)(
       n, f, reinterpret_cast<TOut*>(b[0]), reinterpret_cast<const TIn*>(b[I + 1])...);
   KILN_CUDA_CHECK_LAUNCH();
 }
@@ -221,7 +222,7 @@ void map_kernel(const std::array<const Tensor*, 1 + sizeof...(TIn)>& ops, F f) {
     m.base[k] = L.base[k];
     for (int d = 0; d < L.ndim; ++d) m.strides[k][d] = L.strides[k][d];
   }
-  strided_map_kernel<F, TOut, TIn...><<<grid_for(n), kThreads, 0, stream>>>(n, f, m);
+  KILN_LAUNCH(grid_for(n), kThreads, 0, stream, strided_map_kernel<F, TOut, TIn...>)(n, f, m);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

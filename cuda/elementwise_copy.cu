@@ -60,7 +60,7 @@ void arange(const Tensor& out, double start, double step) {
   if (n == 0) return;
   dispatch_device(out.dtype(), "arange", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    arange_kernel<T><<<grid_for(n), kThreads, 0, stream_of(out)>>>(static_cast<T*>(out.raw_data()), n, start, step);
+    KILN_LAUNCH(grid_for(n), kThreads, 0, stream_of(out), arange_kernel<T>)(static_cast<T*>(out.raw_data()), n, start, step);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

@@ -103,7 +103,7 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
   const auto* idx = static_cast<const int64_t*>(index.raw_data());
   auto launch = [&](auto word) {
     using W = decltype(word);
-    gather_kernel<W><<<grid_for(n), kThreads, 0, stream>>>(static_cast<W*>(out.raw_data()),
+    KILN_LAUNCH(grid_for(n), kThreads, 0, stream, gather_kernel<W>)(static_cast<W*>(out.raw_data()),
                                                            static_cast<const W*>(in.raw_data()), idx, n, g);
     KILN_CUDA_CHECK_LAUNCH();
   };
@@ -133,7 +133,7 @@ void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& 
   auto* k_out = static_cast<uint64_t*>(keys_sorted.raw_data());
   auto* p_in = static_cast<int64_t*>(pos.raw_data());
   auto* p_out = static_cast<int64_t*>(pos_sorted.raw_data());
-  scatter_keys_kernel<<<grid_for(n), kThreads, 0, stream>>>(k_in, p_in, static_cast<const int64_t*>(index.raw_data()),
+  KILN_LAUNCH(grid_for(n), kThreads, 0, stream, scatter_keys_kernel)(k_in, p_in, static_cast<const int64_t*>(index.raw_data()),
                                                             n, g, absent);
   KILN_CUDA_CHECK_LAUNCH();
   const int end_bit = bits_for(absent + 1);
@@ -148,11 +148,11 @@ void scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& 
     T* o = static_cast<T*>(out.raw_data());
     const T* s = static_cast<const T*>(src.raw_data());
     if constexpr (std::is_same_v<T, bool>) {
-      scatter_fold_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(o, s, k_out, p_out, n, absent);
+      KILN_LAUNCH(grid_for(n), kThreads, 0, stream, scatter_fold_kernel<T, false>)(o, s, k_out, p_out, n, absent);
     } else if (add) {
-      scatter_fold_kernel<T, true><<<grid_for(n), kThreads, 0, stream>>>(o, s, k_out, p_out, n, absent);
+      KILN_LAUNCH(grid_for(n), kThreads, 0, stream, scatter_fold_kernel<T, true>)(o, s, k_out, p_out, n, absent);
     } else {
-      scatter_fold_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(o, s, k_out, p_out, n, absent);
+      KILN_LAUNCH(grid_for(n), kThreads, 0, stream, scatter_fold_kernel<T, false>)(o, s, k_out, p_out, n, absent);
     }
     KILN_CUDA_CHECK_LAUNCH();
   });

@@ -34,7 +34,7 @@ void matmul_integer(const Tensor& out, const Tensor& a, const Tensor& b) {
   const Strides3 sa{a.stride(0), a.stride(1), a.stride(2)}, sb{b.stride(0), b.stride(1), b.stride(2)};
   auto run = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    matmul_int_kernel<T><<<grid_for(out.numel()), kThreads, 0, stream_of(out)>>>(
+    KILN_LAUNCH(grid_for(out.numel()), kThreads, 0, stream_of(out), matmul_int_kernel<T>)(
         static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()), Bt,
         M, N, K, sa, sb);
     KILN_CUDA_CHECK_LAUNCH();

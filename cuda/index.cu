@@ -296,7 +296,7 @@ void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor
   const int64_t* idx = static_cast<const int64_t*>(index.raw_data());
   auto launch = [&](auto word) {
     using W = decltype(word);
-    index_select_kernel<W><<<grid_for(total), kThreads, 0, stream>>>(
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream, index_select_kernel<W>)(
         static_cast<W*>(out.raw_data()), static_cast<const W*>(in.raw_data()), idx, n_idx, n_in, b.inner, total);
     KILN_CUDA_CHECK_LAUNCH();
   };
@@ -325,7 +325,7 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
   auto* keys_out = static_cast<uint64_t*>(keys_sorted.raw_data());
   auto* pos_in = static_cast<int64_t*>(positions.raw_data());
   auto* pos_out = static_cast<int64_t*>(pos_sorted.raw_data());
-  index_keys_kernel<<<grid_for(n_idx), kThreads, 0, stream>>>(keys_in, pos_in,
+  KILN_LAUNCH(grid_for(n_idx), kThreads, 0, stream, index_keys_kernel)(keys_in, pos_in,
                                                               static_cast<const int64_t*>(index.raw_data()), n_idx,
                                                               n_out);
   KILN_CUDA_CHECK_LAUNCH();
@@ -338,7 +338,7 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
                                                   static_cast<int>(n_idx), 0, end_bit, stream));
   Tensor starts = empty_tensor({n_idx}, DType::Int64, dev);
   auto* st = static_cast<int64_t*>(starts.raw_data());
-  group_starts_kernel<<<grid_for(n_idx), kThreads, 0, stream>>>(st, keys_out, n_idx);
+  KILN_LAUNCH(grid_for(n_idx), kThreads, 0, stream, group_starts_kernel)(st, keys_out, n_idx);
   KILN_CUDA_CHECK_LAUNCH();
   // Long groups (more than kChunk entries) exist only when n_idx > kChunk.
   const bool long_groups = n_idx > kChunk;
@@ -355,12 +355,12 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
         partials = static_cast<A*>(scratch.raw_data());
       }
       T* o = static_cast<T*>(out.raw_data());
-      index_add_chunks_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
+      KILN_LAUNCH(grid_for(total), kThreads, 0, stream, index_add_chunks_kernel<T>)(
           o, partials, static_cast<const T*>(src.raw_data()), keys_out, pos_out, st, n_idx, n_out, b.inner, slots,
           total);
       KILN_CUDA_CHECK_LAUNCH();
       if (long_groups) {
-        index_add_long_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(o, partials, keys_out, st, n_idx, n_out,
+        KILN_LAUNCH(grid_for(total), kThreads, 0, stream, index_add_long_kernel<T>)(o, partials, keys_out, st, n_idx, n_out,
                                                                            b.inner, slots, total);
         KILN_CUDA_CHECK_LAUNCH();
       }
@@ -384,7 +384,7 @@ bool check_index(const Tensor& index, int64_t limit, std::optional<int64_t> igno
   const int64_t n = index.numel();
   if (n == 0) return true;
   const unsigned long long seq = d.seq.fetch_add(1) + 1;
-  check_index_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const int64_t*>(index.raw_data()), n, limit,
+  KILN_LAUNCH(grid_for(n), kThreads, 0, stream, check_index_kernel)(static_cast<const int64_t*>(index.raw_data()), n, limit,
                                                            ignore.has_value(), ignore.value_or(0), seq,
                                                            static_cast<unsigned long long>(site), d.record, count);
   KILN_CUDA_CHECK_LAUNCH();

@@ -255,7 +255,7 @@ void softmax(const Tensor& out, const Tensor& in, bool log) {
   check_rows(R);
   dispatch_device_floating(in.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    softmax_kernel<T><<<static_cast<unsigned>(R), threads_for(C), 0, stream_of(out)>>>(ptr<T>(out), ptr<T>(in), C,
+    KILN_LAUNCH(static_cast<unsigned>(R), threads_for(C), 0, stream_of(out), softmax_kernel<T>)(ptr<T>(out), ptr<T>(in), C,
                                                                                        log);
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -270,7 +270,7 @@ void scaled_masked_softmax(const Tensor& out, const Tensor& x, const Tensor& mas
              " mask rows");
   dispatch_device_floating(x.dtype(), "scaled_masked_softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scaled_masked_softmax_kernel<T><<<static_cast<unsigned>(R), threads_for(C), 0, stream_of(out)>>>(
+    KILN_LAUNCH(static_cast<unsigned>(R), threads_for(C), 0, stream_of(out), scaled_masked_softmax_kernel<T>)(
         ptr<T>(out), ptr<T>(x), opt_ptr<T>(mask), R / mask_rows, C,
         static_cast<acc_t<T>>(scale));
     KILN_CUDA_CHECK_LAUNCH();
@@ -283,7 +283,7 @@ void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool 
   check_rows(R);
   dispatch_device_floating(y.dtype(), "softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    softmax_backward_kernel<T><<<static_cast<unsigned>(R), threads_for(C), 0, stream_of(dx)>>>(
+    KILN_LAUNCH(static_cast<unsigned>(R), threads_for(C), 0, stream_of(dx), softmax_backward_kernel<T>)(
         ptr<T>(dx), ptr<T>(y), ptr<T>(dy), C, log);
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -297,7 +297,7 @@ void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const T
   dispatch_device_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    layer_norm_kernel<T, S><<<static_cast<unsigned>(R), threads_for(C), 0, stream_of(y)>>>(
+    KILN_LAUNCH(static_cast<unsigned>(R), threads_for(C), 0, stream_of(y), layer_norm_kernel<T, S>)(
         ptr<T>(y), ptr<S>(mean), ptr<S>(rstd), ptr<T>(x), opt_ptr<T>(weight), opt_ptr<T>(bias), C, eps);
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -313,7 +313,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     using T = typename decltype(tag)::type;
     using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
     using A = acc_t<T>;
-    layer_norm_backward_dx_kernel<T, S><<<static_cast<unsigned>(R), threads_for(C), 0, stream>>>(
+    KILN_LAUNCH(static_cast<unsigned>(R), threads_for(C), 0, stream, layer_norm_backward_dx_kernel<T, S>)(
         ptr<T>(dx), ptr<T>(dy), ptr<T>(x), ptr<S>(mean), ptr<S>(rstd), opt_ptr<T>(weight), C);
     KILN_CUDA_CHECK_LAUNCH();
     if (!dweight.defined() && !dbias.defined()) return;
@@ -323,10 +323,10 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     const DType acc_dtype = std::is_same_v<A, double> ? DType::Float64 : DType::Float32;
     Tensor pw = empty_tensor({blocks, C}, acc_dtype, x.device()), pb = empty_tensor({blocks, C}, acc_dtype, x.device());
     const unsigned bx = static_cast<unsigned>((C + kThreads - 1) / kThreads);
-    layer_norm_backward_wb_kernel<T, S><<<dim3(bx, static_cast<unsigned>(blocks)), kThreads, 0, stream>>>(
+    KILN_LAUNCH(dim3(bx, static_cast<unsigned>(blocks)), kThreads, 0, stream, layer_norm_backward_wb_kernel<T, S>)(
         ptr<A>(pw), ptr<A>(pb), ptr<T>(dy), ptr<T>(x), ptr<S>(mean), ptr<S>(rstd), R, C, rows);
     KILN_CUDA_CHECK_LAUNCH();
-    layer_norm_backward_wb_final_kernel<T><<<bx, kThreads, 0, stream>>>(
+    KILN_LAUNCH(bx, kThreads, 0, stream, layer_norm_backward_wb_final_kernel<T>)(
         dweight.defined() ? ptr<T>(dweight) : nullptr, dbias.defined() ? ptr<T>(dbias) : nullptr, ptr<A>(pw),
         ptr<A>(pb), blocks, C);
     KILN_CUDA_CHECK_LAUNCH();
@@ -340,7 +340,7 @@ void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, 
   check_rows(N);
   dispatch_device_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cross_entropy_kernel<T><<<static_cast<unsigned>(N), threads_for(C), 0, stream_of(loss)>>>(
+    KILN_LAUNCH(static_cast<unsigned>(N), threads_for(C), 0, stream_of(loss), cross_entropy_kernel<T>)(
         ptr<T>(loss), ptr<T>(lse), ptr<T>(logits), ptr<int64_t>(target), C, ignore_index, smoothing);
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -352,7 +352,7 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
   if (N * C == 0) return;
   dispatch_device_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cross_entropy_backward_kernel<T><<<grid_for(N * C), kThreads, 0, stream_of(dlogits)>>>(
+    KILN_LAUNCH(grid_for(N * C), kThreads, 0, stream_of(dlogits), cross_entropy_backward_kernel<T>)(
         ptr<T>(dlogits), ptr<T>(dloss), ptr<T>(logits), ptr<T>(lse), ptr<int64_t>(target), N, C, ignore_index,
         smoothing);
     KILN_CUDA_CHECK_LAUNCH();

@@ -38,6 +38,7 @@
 
 #include "cuda/runtime.h"
 #include "cuda/kernels.cuh"
+#include "cuda/launch.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -349,7 +350,7 @@ void CudaRuntime::multi_tensor_adamw(const std::vector<Tensor>& params, const st
     }
     if (plan.chunks.empty()) return;
     upload(plan);
-    adamw_kernel<T><<<grid_of(plan), kThreads, 0, plan.stream>>>(
+    KILN_LAUNCH(grid_of(plan), kThreads, 0, plan.stream, adamw_kernel<T>)(
         plan.dev_tensors(), plan.dev_chunks(), static_cast<T>(beta1), static_cast<T>(1.0 - beta1),
         static_cast<T>(beta2), static_cast<T>(1.0 - beta2), static_cast<T>(eps));
     KILN_CUDA_CHECK_LAUNCH();
@@ -390,14 +391,14 @@ void CudaRuntime::multi_tensor_lamb(const std::vector<Tensor>& params, const std
             c2 = static_cast<T>(1.0 - beta2), eps_t = static_cast<T>(eps), wd = static_cast<T>(weight_decay);
     double* part = static_cast<double*>(partials.raw_data());
     double* sc = static_cast<double*>(scales.raw_data());
-    lamb_moments_kernel<T><<<grid_of(plan), kThreads, 0, plan.stream>>>(plan.dev_tensors(), plan.dev_chunks(), part,
+    KILN_LAUNCH(grid_of(plan), kThreads, 0, plan.stream, lamb_moments_kernel<T>)(plan.dev_tensors(), plan.dev_chunks(), part,
                                                                         b1, c1, b2, c2, eps_t, wd);
     KILN_CUDA_CHECK_LAUNCH();
     const int64_t nt = static_cast<int64_t>(plan.tensors.size());
-    lamb_ratio_kernel<T><<<static_cast<unsigned>((nt + 127) / 128), 128, 0, plan.stream>>>(plan.dev_tensors(), nt, part,
+    KILN_LAUNCH(static_cast<unsigned>((nt + 127) / 128), 128, 0, plan.stream, lamb_ratio_kernel<T>)(plan.dev_tensors(), nt, part,
                                                                                           sc, lr);
     KILN_CUDA_CHECK_LAUNCH();
-    lamb_apply_kernel<T><<<grid_of(plan), kThreads, 0, plan.stream>>>(plan.dev_tensors(), plan.dev_chunks(), sc, eps_t,
+    KILN_LAUNCH(grid_of(plan), kThreads, 0, plan.stream, lamb_apply_kernel<T>)(plan.dev_tensors(), plan.dev_chunks(), sc, eps_t,
                                                                       wd);
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -422,11 +423,11 @@ double CudaRuntime::multi_tensor_norm(const std::vector<Tensor>& tensors, double
     Tensor partials = empty_tensor({nc + 1}, DType::Float64, first.device());  // [nc]: the total
     double* part = static_cast<double*>(partials.raw_data());
     const bool inf = std::isinf(norm_type);
-    if (inf) norm_partials_kernel<T, true><<<grid_of(plan), kThreads, 0, plan.stream>>>(plan.dev_tensors(), plan.dev_chunks(), part);
-    else norm_partials_kernel<T, false><<<grid_of(plan), kThreads, 0, plan.stream>>>(plan.dev_tensors(), plan.dev_chunks(), part);
+    if (inf) KILN_LAUNCH(grid_of(plan), kThreads, 0, plan.stream, norm_partials_kernel<T, true>)(plan.dev_tensors(), plan.dev_chunks(), part);
+    else KILN_LAUNCH(grid_of(plan), kThreads, 0, plan.stream, norm_partials_kernel<T, false>)(plan.dev_tensors(), plan.dev_chunks(), part);
     KILN_CUDA_CHECK_LAUNCH();
-    if (inf) norm_final_kernel<true><<<1, 1, 0, plan.stream>>>(part, nc, part + nc);
-    else norm_final_kernel<false><<<1, 1, 0, plan.stream>>>(part, nc, part + nc);
+    if (inf) KILN_LAUNCH(1, 1, 0, plan.stream, norm_final_kernel<true>)(part, nc, part + nc);
+    else KILN_LAUNCH(1, 1, 0, plan.stream, norm_final_kernel<false>)(part, nc, part + nc);
     KILN_CUDA_CHECK_LAUNCH();
     KILN_CUDA_CHECK(cudaMemcpyAsync(&result, part + nc, sizeof result, cudaMemcpyDeviceToHost, plan.stream));
     KILN_CUDA_CHECK(cudaStreamSynchronize(plan.stream));
@@ -452,7 +453,7 @@ bool CudaRuntime::multi_tensor_all_finite(const std::vector<Tensor>& tensors) {
   upload(plan);
   Tensor flag = empty_tensor({1}, DType::Int32, first.device());
   KILN_CUDA_CHECK(cudaMemsetAsync(flag.raw_data(), 0, sizeof(int), plan.stream));
-  nonfinite_kernel<<<grid_of(plan), kThreads, 0, plan.stream>>>(plan.dev_tensors(), plan.dev_chunks(),
+  KILN_LAUNCH(grid_of(plan), kThreads, 0, plan.stream, nonfinite_kernel)(plan.dev_tensors(), plan.dev_chunks(),
                                                                  static_cast<int*>(flag.raw_data()));
   KILN_CUDA_CHECK_LAUNCH();
   int found = 0;

@@ -84,7 +84,7 @@ void fill_random(const Tensor& out, const char* op, const RandomParams& p) {
   if (n == 0) return;
   dispatch_device(out.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    random_kernel<T, K><<<grid_for(n), kThreads, 0, stream_of(out)>>>(static_cast<T*>(out.raw_data()), n, p);
+    KILN_LAUNCH(grid_for(n), kThreads, 0, stream_of(out), random_kernel<T, K>)(static_cast<T*>(out.raw_data()), n, p);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -122,7 +122,7 @@ void bernoulli(const Tensor& out, double p, PhiloxState st) {
   const int64_t blocks = (n + 3) / 4;
   dispatch_device(out.dtype(), "bernoulli", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    bernoulli_kernel<T><<<grid_for(blocks), kThreads, 0, stream_of(out)>>>(static_cast<T*>(out.raw_data()), n, st.seed,
+    KILN_LAUNCH(grid_for(blocks), kThreads, 0, stream_of(out), bernoulli_kernel<T>)(static_cast<T*>(out.raw_data()), n, st.seed,
                                                                             st.offset, threshold);
     KILN_CUDA_CHECK_LAUNCH();
   });

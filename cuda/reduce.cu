@@ -152,11 +152,11 @@ void row_reduce(const Tensor& out, const Tensor& src, int64_t K, int64_t R) {
     buf = scratch(static_cast<size_t>(K * S) * sizeof(Part<V>), out.device());
     partials = static_cast<Part<V>*>(buf.raw_data());
   }
-  row_reduce_kernel<T, OP><<<static_cast<unsigned>(K * S), threads, 0, stream>>>(
+  KILN_LAUNCH(static_cast<unsigned>(K * S), threads, 0, stream, row_reduce_kernel<T, OP>)(
       static_cast<const T*>(src.raw_data()), R, chunk, static_cast<int>(S), partials, out.raw_data());
   KILN_CUDA_CHECK_LAUNCH();
   if (S > 1) {
-    partials_reduce_kernel<T, OP><<<static_cast<unsigned>(K), 32, 0, stream>>>(partials, static_cast<int>(S),
+    KILN_LAUNCH(static_cast<unsigned>(K), 32, 0, stream, partials_reduce_kernel<T, OP>)(partials, static_cast<int>(S),
                                                                                 out.raw_data());
     KILN_CUDA_CHECK_LAUNCH();
   }
@@ -177,11 +177,11 @@ void column_sum(const Tensor& out, const Tensor& in, int64_t R, int64_t K) {
     partials = static_cast<V*>(buf.raw_data());
   }
   T* o = static_cast<T*>(out.raw_data());
-  column_sum_kernel<T, V><<<dim3(static_cast<unsigned>(bx), static_cast<unsigned>(S)), kThreads, 0, stream>>>(
+  KILN_LAUNCH(dim3(static_cast<unsigned>(bx), static_cast<unsigned>(S)), kThreads, 0, stream, column_sum_kernel<T, V>)(
       static_cast<const T*>(in.raw_data()), R, K, chunk, static_cast<int>(S), partials, o);
   KILN_CUDA_CHECK_LAUNCH();
   if (S > 1) {
-    column_partials_kernel<T, V><<<static_cast<unsigned>(bx), kThreads, 0, stream>>>(partials, K,
+    KILN_LAUNCH(static_cast<unsigned>(bx), kThreads, 0, stream, column_partials_kernel<T, V>)(partials, K,
                                                                                      static_cast<int>(S), o);
     KILN_CUDA_CHECK_LAUNCH();
   }

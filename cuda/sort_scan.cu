@@ -149,7 +149,7 @@ void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool de
   const auto* off = static_cast<const int64_t*>(offsets.raw_data());
   dispatch_device(in.dtype(), "sort", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    sort_keys_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(k_in, c_in, static_cast<const T*>(in.raw_data()), n, C,
+    KILN_LAUNCH(grid_for(n), kThreads, 0, stream, sort_keys_kernel<T>)(k_in, c_in, static_cast<const T*>(in.raw_data()), n, C,
                                                               descending);
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -161,7 +161,7 @@ void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool de
                                                             R, off, off + 1, stream));
   by_word_size(in.element_size(), "sort", [&](auto word) {
     using W = decltype(word);
-    take_rows_kernel<W><<<grid_for(n), kThreads, 0, stream>>>(static_cast<W*>(values.raw_data()),
+    KILN_LAUNCH(grid_for(n), kThreads, 0, stream, take_rows_kernel<W>)(static_cast<W*>(values.raw_data()),
                                                               static_cast<const W*>(in.raw_data()), c_out, n, C);
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -179,7 +179,7 @@ void cumsum(const Tensor& out, const Tensor& in, int64_t dim, bool reverse) {
     if constexpr (std::is_same_v<T, bool>) {
       fail("cumsum: internal: bool input reached the kernel (ops/ casts it to int64)");
     } else {
-      cumsum_kernel<T><<<grid_for(lines), kThreads, 0, stream>>>(static_cast<T*>(out.raw_data()),
+      KILN_LAUNCH(grid_for(lines), kThreads, 0, stream, cumsum_kernel<T>)(static_cast<T*>(out.raw_data()),
                                                                  static_cast<const T*>(in.raw_data()), lines, n,
                                                                  inner, reverse);
       KILN_CUDA_CHECK_LAUNCH();
@@ -191,7 +191,7 @@ void multinomial(const Tensor& out, const Tensor& probs, const Tensor& u, bool r
   const int64_t R = probs.size(0), C = probs.size(1), n = out.size(1);
   if (R == 0 || n == 0) return;
   Tensor scratch = empty_tensor({R, C}, DType::Float64, probs.device());
-  multinomial_kernel<<<grid_for(R, 64), 64, 0, stream_of(out)>>>(
+  KILN_LAUNCH(grid_for(R, 64), 64, 0, stream_of(out), multinomial_kernel)(
       static_cast<int64_t*>(out.raw_data()), static_cast<const double*>(probs.raw_data()),
       static_cast<const double*>(u.raw_data()), static_cast<double*>(scratch.raw_data()), R, C, n, replacement);
   KILN_CUDA_CHECK_LAUNCH();
