@@ -17,7 +17,33 @@ function(kiln_find_root_lib prefix root header names)
     find_library(${prefix}_LIBRARY NAMES ${names} HINTS ${ARGN} PATH_SUFFIXES lib64 lib)
   endif()
 endfunction()
-if(NOT KILN_CUDA STREQUAL "OFF")
+# KILN_CUDA=EMU: the same cuda/ sources compiled as C++ against the emulated
+# device in cuda/emu/ (Note [Emulated CUDA device] in cuda/emu/emu.h), for
+# running every kernel on a CPU (the sanitizer build in CI). No CUDA toolkit,
+# cuDNN or NCCL is used; Boost.Context gives each CUDA thread its own stack.
+set(KILN_CUDA_EMU OFF)
+if(KILN_CUDA STREQUAL "EMU")
+  set(KILN_CUDA_EMU ON)
+  set(KILN_WITH_CUDA ON)
+  find_package(Boost 1.74 REQUIRED COMPONENTS context)
+  file(GLOB_RECURSE KILN_CUDA_SOURCES CONFIGURE_DEPENDS cuda/*.cu cuda/*.cpp)
+  # cuDNN cannot run here: its attention declines (cuda/emu/sdpa_decline.cpp).
+  list(FILTER KILN_CUDA_SOURCES EXCLUDE REGEX "/cuda/attention_cudnn(_graph)?\\.cpp$")
+  # nvcc includes cuda_runtime.h in every .cu file; the emulated build does too.
+  file(GLOB KILN_CUDA_KERNEL_SOURCES CONFIGURE_DEPENDS cuda/*.cu)
+  set_source_files_properties(${KILN_CUDA_KERNEL_SOURCES} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-xc++;-includecuda_runtime.h")
+  add_library(kiln_cuda SHARED ${KILN_CUDA_SOURCES})
+  add_library(kiln::cuda ALIAS kiln_cuda)
+  target_compile_definitions(kiln_cuda PUBLIC $<BUILD_INTERFACE:KILN_WITH_CUDA=1> $<BUILD_INTERFACE:KILN_CUDA_EMU=1>)
+  # The emulated headers shadow the toolkit's for kiln_cuda and the tests.
+  target_include_directories(kiln_cuda BEFORE PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/cuda/emu/include>)
+  target_link_options(kiln_cuda INTERFACE "LINKER:--no-as-needed")
+  target_link_libraries(kiln_cuda PUBLIC kiln PRIVATE Boost::context)
+  # Device code as the device compiles it: no contraction into FMA (the
+  # intrinsics __dadd_rn/__dmul_rn promise none), CUDA's #pragma unroll unknown to g++.
+  target_compile_options(kiln_cuda PRIVATE ${KILN_WARNINGS} -ffp-contract=off -Wno-unknown-pragmas)
+  message(STATUS "kiln: CUDA backend EMULATED (cuda/emu): libkiln_cuda runs kernels on the CPU")
+elseif(NOT KILN_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
@@ -30,7 +56,7 @@ if(NOT KILN_CUDA STREQUAL "OFF")
   endif()
 endif()
 
-if(KILN_WITH_CUDA)
+if(KILN_WITH_CUDA AND NOT KILN_CUDA_EMU)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 80 90)
   endif()
@@ -43,6 +69,7 @@ if(KILN_WITH_CUDA)
   endif()
   set(CMAKE_CUDA_STANDARD 20)
   file(GLOB_RECURSE KILN_CUDA_SOURCES CONFIGURE_DEPENDS cuda/*.cu cuda/*.cpp)
+  list(FILTER KILN_CUDA_SOURCES EXCLUDE REGEX "/cuda/emu/")  # the emulated build's alone
   add_library(kiln_cuda SHARED ${KILN_CUDA_SOURCES})
   add_library(kiln::cuda ALIAS kiln_cuda)
   set_target_properties(kiln_cuda PROPERTIES CUDA_STANDARD 20 CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
@@ -84,6 +111,6 @@ if(KILN_WITH_CUDA)
     $<$<COMPILE_LANGUAGE:CXX>:${KILN_WARNINGS}>
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall -Xcompiler=-Wextra>)
   message(STATUS "kiln: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES}): libkiln_cuda")
-else()
+elseif(NOT KILN_CUDA_EMU)
   message(STATUS "kiln: CUDA backend OFF (built without CUDA)")
 endif()

@@ -33,7 +33,7 @@ endif()
 set(KILN_NCCL "AUTO" CACHE STRING "Build the nccl process group: AUTO, ON or OFF")
 set(NCCL_ROOT "$ENV{NCCL_ROOT}" CACHE PATH "NCCL install to use (include/, lib/), e.g. site-packages/nvidia/nccl")
 set(KILN_WITH_NCCL OFF)
-if(KILN_WITH_CUDA AND NOT KILN_NCCL STREQUAL "OFF")
+if(KILN_WITH_CUDA AND NOT KILN_CUDA_EMU AND NOT KILN_NCCL STREQUAL "OFF")
   kiln_find_root_lib(KILN_NCCL "${NCCL_ROOT}" nccl.h "nccl;libnccl.so.2"
                      ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/include /usr/local/cuda/lib64)
   if(KILN_NCCL_INCLUDE_DIR AND KILN_NCCL_LIBRARY)
