@@ -7,29 +7,32 @@
 # A lease runs one command for at most 10 minutes, so the check comes in two
 # parts of under 9 minutes each (every step under its own timeout; a failing
 # step never stops the rest):
-#   part 1 (quick)  gpu       nvidia-smi: name, memory, driver
+#   part 1: what the emulated device in CI cannot see (Note [GPU check order])
+#                   gpu       nvidia-smi: name, memory, driver
 #                   bundle    unpack, checksums, CPU has the ISA baseline
 #                   start     `kiln info --libs --require cuda,nccl`: which
 #                             libcudart/cuBLAS/cuDNN/NCCL files were loaded,
 #                             with versions (retried with lib/compat's
 #                             libstdc++; else the kit's source build)
-#                   cuda-ops  every registry op and kernel on CUDA against the
-#                             CPU, tensors, streams, copies, fused kernels,
-#                             optimizers, autocast, staging (Cuda*, DeviceStaging*)
-#                   allocator the caching allocator, simulated and on the device
+#                   cublaslt  cuBLASLt GEMMs, epilogues, mixed precision vs CPU
 #                   sdpa      cuDNN fused attention against the CPU (CudaSdpa*)
 #                   nccl      a one-rank NCCL group: every collective, DDP's
 #                             model check, `kiln bench allreduce --backend nccl`
-#                   train     `kiln pretrain` 20 steps on the embedded corpus
-#                             on the CPU, and on the GPU stopped at step 10 and
-#                             resumed: final losses within 2%
-#   part 2 (slow)   large     a tensor over 2^31 elements, launches over
-#                             65,535 rows (CudaLarge*)
-#                   memcheck  compute-sanitizer memcheck over the kernel, fused,
-#                             optimizer and cuDNN attention tests
 #                   bench     `kiln bench train --device cuda` BERT-base bf16
 #                   torch     the same step in PyTorch + transformers
 #                             (tools/gpu_torch_step.py) and the kiln/torch ratio
+#   part 2: the emulated list again, on the device, and what needs its size
+#                   cuda-ops  every test CI runs emulated (EMU_FILTER: registry
+#                             ops and kernels vs CPU, tensors, streams, copies,
+#                             optimizers, autocast, staging)
+#                   allocator the caching allocator, simulated and on the device
+#                   train     `kiln pretrain` 20 steps on the embedded corpus
+#                             on the CPU, and on the GPU stopped at step 10 and
+#                             resumed: final losses within 2%
+#                   large     a tensor over 2^31 elements, launches over
+#                             65,535 rows (CudaLarge*)
+#                   memcheck  compute-sanitizer memcheck over the kernel, fused,
+#                             optimizer and cuDNN attention tests
 # The summary table comes last; it and the full log are written to $OUT (the
 # device tool's output folder) when set, else to the work folder.
 #
@@ -56,7 +59,7 @@ while [ $# -gt 0 ]; do
     --from-source) FROM_SOURCE=1; shift ;;
     --work) WORK=${2:-}; shift 2 ;;
     --batch) BATCH=${2:-}; shift 2 ;;
-    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown option $1 (see --help)"; exit 2 ;;
   esac
 done
@@ -227,8 +230,18 @@ fi
 TESTS=$BIN/kiln_tests
 DIST=$BIN/kiln_dist_tests
 KILN=$BIN/kiln
-STEPS1="cuda-ops allocator sdpa nccl train"
-STEPS2="large memcheck bench torch"
+# Note [GPU check order]: every kernel and runtime call already runs on the
+# emulated device in CI (KILN_CUDA=EMU, Note [Emulated CUDA device] in
+# cuda/emu/emu.h; docs/gpu.md lists the emulated tests). A lease is short, so
+# part 1 spends it on what the emulator cannot see: NVIDIA's libraries
+# (cuBLASLt's GEMMs and epilogues, cuDNN's attention, NCCL) and timings (the
+# bench and the PyTorch peer). Part 2 then reruns the emulated list on the
+# device (EMU_FILTER below: the same tests CI runs emulated), the allocator
+# on a real device, training with stop and resume, sizes the emulator has no
+# memory for, and compute-sanitizer.
+EMU_FILTER='Cuda*:DeviceStaging*:-CudaSdpa*:CudaLarge*:CudaEmu*'
+STEPS1="cublaslt sdpa nccl bench torch"
+STEPS2="cuda-ops allocator train large memcheck"
 if [ -z "$BIN" ]; then
   part1 && for s in $STEPS1; do record "$s" FAIL 0 "kiln did not start"; done
   part2 && for s in $STEPS2; do record "$s" FAIL 0 "kiln did not start"; done
@@ -236,31 +249,14 @@ fi
 export KILN_REQUIRE_CUDA=1  # the Cuda* tests fail instead of skipping when no device is usable
 
 if [ -n "$BIN" ] && part1; then
-  run_step cuda-ops 150 "registry ops + kernels vs CPU" \
-    "$TESTS" --gtest_filter='Cuda*:DeviceStaging*:-CudaSdpa*:CudaLarge*' --gtest_brief=1
-  run_step allocator 45 "simulated + on device" \
-    "$TESTS" --gtest_filter='CachingAllocator*:PinnedHostAllocator*:HostHeapMemory*:CudaMemory*:CudaAllocator*:MemorySummary*' \
-    --gtest_brief=1
+  run_step cublaslt 60 "cuBLASLt GEMMs and epilogues vs CPU" \
+    "$TESTS" --gtest_filter='CudaGemm*:CudaFused*:CudaMixedPrecision*:CudaOpsEndToEnd*' --gtest_brief=1
   run_step sdpa 60 "cuDNN attention vs CPU" "$TESTS" --gtest_filter='CudaSdpa*' --gtest_brief=1
   if grep -q '^  nccl: on' "$LOGDIR/kiln_info.txt"; then
     run_step nccl 60 "one-rank group: collectives, DDP" "$DIST" --gtest_filter='CudaNccl*' --gtest_brief=1
     run_step nccl-bench 30 "bench allreduce, one rank" "$KILN" bench allreduce --backend nccl
   else
     record nccl FAIL 0 "this kiln was built without NCCL"
-  fi
-  rm -rf "$WORK/train-cpu" "$WORK/train-cuda"
-  run_step train 120 "pretrain cpu vs cuda (stop + resume): losses within 2%" train_check "$KILN" "$WORK"
-fi
-
-if [ -n "$BIN" ] && part2; then
-  run_step large 90 "2^31 elements, > 65,535 rows" "$TESTS" --gtest_filter='CudaLarge*' --gtest_brief=1
-  CS=$(command -v compute-sanitizer || echo "$CUDA_HOME/bin/compute-sanitizer")
-  if [ -x "$CS" ]; then
-    run_step memcheck 200 "no errors" "$CS" --tool memcheck --error-exitcode 99 --leak-check no \
-      "$TESTS" --gtest_filter='CudaKernels.*:CudaTensor.*:CudaCopy.*:CudaOpsEndToEnd.*:CudaFused.*:CudaSdpa.*' \
-      --gtest_brief=1
-  else
-    record memcheck FAIL 0 "compute-sanitizer not found at $CS"
   fi
   banner "bench: kiln bench train --device cuda --shape bert-base --amp bf16 (batch $BATCH, seq $SEQ)"
   start=$(date +%s)
@@ -288,6 +284,25 @@ if [ -n "$BIN" ] && part2; then
   if [ -n "$KILN_SEQS" ] && [ -n "$TORCH_SEQS" ]; then
     RATIO=$(awk -v a="$KILN_SEQS" -v b="$TORCH_SEQS" 'BEGIN { printf "%.2f", a / b }')
     record ratio info 0 "kiln/torch seq/s = $RATIO (target >= 1.2)"
+  fi
+fi
+
+if [ -n "$BIN" ] && part2; then
+  run_step cuda-ops 150 "the emulated list on the device: registry ops + kernels vs CPU" \
+    "$TESTS" --gtest_filter="$EMU_FILTER" --gtest_brief=1
+  run_step allocator 45 "simulated + on device" \
+    "$TESTS" --gtest_filter='CachingAllocator*:PinnedHostAllocator*:HostHeapMemory*:CudaMemory*:CudaAllocator*:MemorySummary*' \
+    --gtest_brief=1
+  rm -rf "$WORK/train-cpu" "$WORK/train-cuda"
+  run_step train 120 "pretrain cpu vs cuda (stop + resume): losses within 2%" train_check "$KILN" "$WORK"
+  run_step large 90 "2^31 elements, > 65,535 rows" "$TESTS" --gtest_filter='CudaLarge*' --gtest_brief=1
+  CS=$(command -v compute-sanitizer || echo "$CUDA_HOME/bin/compute-sanitizer")
+  if [ -x "$CS" ]; then
+    run_step memcheck 200 "no errors" "$CS" --tool memcheck --error-exitcode 99 --leak-check no \
+      "$TESTS" --gtest_filter='CudaKernels.*:CudaTensor.*:CudaCopy.*:CudaOpsEndToEnd.*:CudaFused.*:CudaSdpa.*' \
+      --gtest_brief=1
+  else
+    record memcheck FAIL 0 "compute-sanitizer not found at $CS"
   fi
 fi
 
