@@ -7,3 +7,14 @@ if(KILN_CUDA_EMU AND TARGET kiln_cli)
                                   ${CMAKE_CURRENT_BINARY_DIR}/emu_train)
   set_tests_properties(emu_train PROPERTIES TIMEOUT 900)
 endif()
+# The kernel tests again with the threads of each block in a seeded random
+# order between barriers and independent streams interleaved at random: a
+# kernel that relies on warp-synchronous luck, or a missing stream wait,
+# gives a different answer here.
+if(KILN_CUDA_EMU)
+  add_test(NAME emu_shuffled_kernels
+           COMMAND kiln_tests --gtest_brief=1
+                   --gtest_filter=CudaKernels*:CudaGatherScan*:CudaIndex*:CudaLazyIndexCheck*:CudaOps*:CudaFused*:DeviceStaging*)
+  set_tests_properties(emu_shuffled_kernels PROPERTIES TIMEOUT 900
+                       ENVIRONMENT "KILN_EMU_SCHEDULE=shuffle:7;KILN_EMU_STREAMS=random:7")
+endif()

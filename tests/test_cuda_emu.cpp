@@ -72,6 +72,16 @@ __global__ void index_overflow_kernel(unsigned* out) {
   out[0] = (blockIdx.x + 4294967295u) * blockDim.x;
 }
 
+// A race: each thread reads its neighbour's shared slot with no barrier
+// between the write and the read (1: the neighbour had written it).
+__global__ void missing_barrier_kernel(int* out) {
+  __shared__ int s[64];
+  s[threadIdx.x] = 0;
+  __syncthreads();
+  s[threadIdx.x] = 1;
+  out[blockIdx.x * 64 + threadIdx.x] = s[(threadIdx.x + 1) % 64];
+}
+
 template <typename T>
 T* device_alloc(size_t n) {
   void* p = nullptr;
@@ -264,6 +274,31 @@ TEST(CudaEmuDeathTest, ShuffleWithAnExitedLaneIsAFault) {
         report_and_exit(cudaDeviceSynchronize());
       },
       "shuffle_exited_lane_kernel.*shuffle at .* waits for thread \\(16,0,0\\).*which has exited");
+}
+
+// In index order the race above reads 0 everywhere but at the last thread;
+// KILN_EMU_SCHEDULE=shuffle:SEED runs threads in a seeded random order
+// between barriers, so the same kernel reads 1 in some places: the order the
+// kernel silently relied on is exposed.
+TEST(CudaEmuDeathTest, ShuffledScheduleExposesAMissingBarrier) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process reads the option
+  for (const char* mode : {"", "shuffle:5"}) {
+    setenv("KILN_EMU_SCHEDULE", mode, 1);
+    EXPECT_EXIT(
+        {
+          int* d = nullptr;
+          cudaMalloc(reinterpret_cast<void**>(&d), 8 * 64 * 4);
+          KILN_LAUNCH(8, 64, 0, nullptr, missing_barrier_kernel)(d);
+          std::vector<int> h(8 * 64);
+          cudaMemcpy(h.data(), d, h.size() * 4, cudaMemcpyDeviceToHost);
+          int fresh = 0;
+          for (int v : h) fresh += v;
+          std::exit(fresh == 8 ? 4 : fresh > 8 && fresh < 8 * 64 ? 5 : 6);
+        },
+        testing::ExitedWithCode(*mode ? 5 : 4), "")
+        << "KILN_EMU_SCHEDULE='" << mode << "'";
+  }
+  unsetenv("KILN_EMU_SCHEDULE");
 }
 
 TEST(CudaEmuDeathTest, ShuffleInAPartialWarpIsAFault) {

@@ -47,8 +47,8 @@
 //  - What it cannot see: timing and occupancy (tools/cuda_resources.sh reads
 //    those from the real build), memory-model reorderings between threads
 //    (a thread runs without interruption from one barrier to the next),
-//    warp-synchronous code without a barrier or shuffle (written to the
-//    rules instead: Note [Warp reductions] in cuda/device_utils.cuh),
+//    warp-synchronous code without a barrier or shuffle (kiln's kernels
+//    keep to the documented rules instead; docs/gpu.md lists each finding),
 //    uninitialised shared memory (a block's __shared__ arrays are host
 //    thread-local statics, left as the previous block wrote them), and the
 //    device math library's last-ulp differences (host libm runs instead).
