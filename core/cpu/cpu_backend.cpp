@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/cpu/cpu_kernels.h"
+#include "core/gemm_plan.h"
 
 namespace kiln {
 namespace {
@@ -142,10 +143,7 @@ void Backend::scaled_masked_softmax(const Tensor&, const Tensor&, const Tensor&,
 }
 
 void Backend::addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
-  auto as3 = [](const Tensor& t) {
-    return make_tensor(t.storage(), {1, t.size(0), t.size(1)}, {0, t.stride(0), t.stride(1)}, t.offset(), t.dtype());
-  };
-  matmul(as3(out), as3(a), as3(b));
+  matmul(matrix_as_batch(out), matrix_as_batch(a), matrix_as_batch(b));
   binary(BinaryOp::Add, out, out, make_tensor(bias.storage(), out.sizes(), {0, bias.stride(0)}, bias.offset(), bias.dtype()));
 }
 
