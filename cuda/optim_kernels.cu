@@ -97,7 +97,7 @@ __device__ double block_max(double v, double* shared) {
   return total;
 }
 
-// ---- AdamW (core/cpu/multi_tensor.cpp adamw_update) ------------------------------------
+// ---- AdamW (core/cpu/multi_tensor.cpp adamw_update) ------------------------
 // scalar = {decay, neg_step_size, bc2_sqrt, decay != 1}
 template <typename T>
 __global__ void adamw_kernel(const TensorRec* tensors, const ChunkRec* chunks, T b1, T c1, T b2, T c2, T eps) {
@@ -124,7 +124,7 @@ __global__ void adamw_kernel(const TensorRec* tensors, const ChunkRec* chunks, T
   }
 }
 
-// ---- LAMB (core/cpu/multi_tensor.cpp lamb_update) ---------------------------------------
+// ---- LAMB (core/cpu/multi_tensor.cpp lamb_update) --------------------------
 // scalar = {bc1, bc2, -lr (unused here), 0}
 template <typename T>
 __device__ __noinline__ T lamb_direction(T p, T m, T v, T bc1, T bc2, T eps, T wd) {
