@@ -28,6 +28,7 @@
 
 // ops
 #include "kiln/ops/ops.h"
+#include "kiln/ops/multi_tensor.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/fused.h"
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "core/random.h"  // PhiloxState
 #include "core/storage.h"
@@ -152,6 +153,33 @@ class Backend {
   // out[i] = (u_i < p) for float p, written as 0/1 in out's dtype
   virtual void bernoulli(const Tensor& out, double p, PhiloxState st) = 0;
   virtual void randint(const Tensor& out, int64_t lo, int64_t hi, PhiloxState st) = 0;
+
+  // Multi-tensor ops (Note [Multi-tensor ops], ops/multi_tensor.h); the ops
+  // have checked every list. Optimizer steps, in place: entry i of params,
+  // grads, exp_avgs and exp_avg_sqs belongs to parameter i; all contiguous,
+  // of one dtype (float32 or float64), entry i of each of one shape; steps[i]
+  // >= 1 is parameter i's update count. The lists are non-empty and of equal
+  // length. AdamW: torch.optim.AdamW's formula in the statement order and
+  // roundings of core/cpu/multi_tensor.cpp; LAMB likewise, one trust ratio per
+  // parameter.
+  virtual void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                                  const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1,
+                                  double beta2, double eps) = 0;
+  virtual void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                                 const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1,
+                                 double beta2, double eps, bool bias_correction) = 0;
+  // out (0-dim float64) = the norm of order norm_type (> 0, or infinity) of
+  // all the tensors together (contiguous, each float32 or float64, possibly
+  // empty; the list may be empty: 0), the partial sums in float64 and in list
+  // order, NaN propagating. The default composes copy, unary, binary and
+  // reduce on this device, tensor by tensor; CUDA runs orders 2 and infinity
+  // of a one-dtype list as multi-tensor kernels.
+  virtual void multi_tensor_norm(const Tensor& out, const std::vector<Tensor>& tensors, double norm_type);
+  // out (0-dim bool) = no element of the tensors (floating, non-empty,
+  // contiguous; the list may be empty: true) is inf or NaN.
+  virtual void multi_tensor_all_finite(const Tensor& out, const std::vector<Tensor>& tensors) = 0;
 
   // Fused multi-head attention (Note [Fused attention], ops/fused.cpp). Optional:
   // a backend without it keeps these defaults, and multi_head_attention() runs

@@ -127,30 +127,6 @@ void copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
   hooks("cuda::copy").copy(dst, src, non_blocking);
 }
 
-// ---- multi-tensor optimizer kernels -------------------------------------------
-
-void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                        const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
-                        double eps) {
-  hooks("cuda::multi_tensor_adamw")
-      .multi_tensor_adamw(params, grads, exp_avgs, exp_avg_sqs, steps, lr, weight_decay, beta1, beta2, eps);
-}
-void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                       const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
-                       double eps, bool bias_correction) {
-  hooks("cuda::multi_tensor_lamb")
-      .multi_tensor_lamb(params, grads, exp_avgs, exp_avg_sqs, steps, lr, weight_decay, beta1, beta2, eps,
-                         bias_correction);
-}
-double multi_tensor_norm(const std::vector<Tensor>& tensors, double norm_type) {
-  return hooks("cuda::multi_tensor_norm").multi_tensor_norm(tensors, norm_type);
-}
-bool multi_tensor_all_finite(const std::vector<Tensor>& tensors) {
-  return hooks("cuda::multi_tensor_all_finite").multi_tensor_all_finite(tensors);
-}
-
 // ---- streams --------------------------------------------------------------------
 
 Stream Stream::default_stream(int device) { return hooks("cuda::Stream::default_stream").default_stream(device); }

@@ -54,18 +54,6 @@ class CudaHooks {
   virtual std::unique_ptr<memory::DeviceMemory> make_device_memory(int device) = 0;
   virtual std::unique_ptr<memory::DeviceMemory> make_pinned_host_memory() = 0;
 
-  // ---- multi-tensor optimizer kernels (cuda/cuda.h) ----
-  virtual void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                                  const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1,
-                                  double beta2, double eps) = 0;
-  virtual void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                                 const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1,
-                                 double beta2, double eps, bool bias_correction) = 0;
-  virtual double multi_tensor_norm(const std::vector<Tensor>& tensors, double norm_type) = 0;
-  virtual bool multi_tensor_all_finite(const std::vector<Tensor>& tensors) = 0;
-
   // ---- streams (cuda/stream.h) ----
   virtual Stream default_stream(int device) = 0;
   virtual Stream stream_create(int device, bool high_priority) = 0;

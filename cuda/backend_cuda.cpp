@@ -162,6 +162,29 @@ class CudaBackend final : public Backend {
     detail::DeviceGuard g(device_);
     kernels::randint(o, lo, hi, st);
   }
+  void multi_tensor_adamw(const std::vector<Tensor>& p, const std::vector<Tensor>& g, const std::vector<Tensor>& m,
+                          const std::vector<Tensor>& v, const std::vector<int64_t>& steps, double lr, double wd,
+                          double beta1, double beta2, double eps) override {
+    detail::DeviceGuard guard(device_);
+    kernels::multi_tensor_adamw(p, g, m, v, steps, lr, wd, beta1, beta2, eps);
+  }
+  void multi_tensor_lamb(const std::vector<Tensor>& p, const std::vector<Tensor>& g, const std::vector<Tensor>& m,
+                         const std::vector<Tensor>& v, const std::vector<int64_t>& steps, double lr, double wd,
+                         double beta1, double beta2, double eps, bool bias_correction) override {
+    detail::DeviceGuard guard(device_);
+    kernels::multi_tensor_lamb(p, g, m, v, steps, lr, wd, beta1, beta2, eps, bias_correction);
+  }
+  // Orders 2 and infinity of a one-dtype list in the multi-tensor kernels;
+  // other orders and mixed dtypes compose elementwise kernels and reductions
+  // (Backend's default).
+  void multi_tensor_norm(const Tensor& o, const std::vector<Tensor>& ts, double norm_type) override {
+    detail::DeviceGuard guard(device_);
+    if (!kernels::multi_tensor_norm(o, ts, norm_type)) Backend::multi_tensor_norm(o, ts, norm_type);
+  }
+  void multi_tensor_all_finite(const Tensor& o, const std::vector<Tensor>& ts) override {
+    detail::DeviceGuard guard(device_);
+    kernels::multi_tensor_all_finite(o, ts);
+  }
   // Note [cuDNN attention] (cuda/attention_cudnn.cpp).
   using Backend::sdpa_supported;
   bool sdpa_supported(DType dt, int64_t T, int64_t S, int64_t hs, bool mask, double p, bool causal) const override {

@@ -76,28 +76,4 @@ memory::AllocatorStats pinned_memory_stats();
 // or event) before reading a host dst.
 void copy(const Tensor& dst, const Tensor& src, bool non_blocking = false);
 
-// ---- multi-tensor optimizer kernels (cuda/optim_kernels.cu) ------------------
-// One step of a list of parameters in a few launches (Note [Multi-tensor
-// launches]), the formulas and statement order of the CPU loops in
-// optim/adamw.cpp and optim/lamb.cpp. Every list holds contiguous tensors of
-// one CUDA device and one dtype (float32 or float64); entry i of each list
-// belongs to parameter i, whose update count (1 on its first update) is
-// steps[i]. Queued on the current stream; nothing is read back.
-void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                        const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
-                        double eps);
-void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                       const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
-                       double eps, bool bias_correction);
-// The norm of order norm_type (2 or infinity) of all the tensors together
-// (contiguous, one CUDA device, float32 or float64), accumulated in float64
-// in a fixed order (deterministic); waits for the result.
-double multi_tensor_norm(const std::vector<Tensor>& tensors, double norm_type);
-// False when some floating element of the tensors (contiguous, one CUDA
-// device; non-floating and empty tensors are skipped) is inf or NaN: one
-// kernel sets a device flag, which is read back once.
-bool multi_tensor_all_finite(const std::vector<Tensor>& tensors);
-
 }  // namespace kiln::cuda

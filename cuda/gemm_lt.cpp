@@ -63,6 +63,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/gemm_plan.h"
 #include "cuda/cuda.h"
 #include "cuda/kernels.cuh"
 #include "cuda/lru_cache.h"
@@ -95,36 +96,9 @@ cublasLtHandle_t lt_handle(int device) {
   return handles[static_cast<size_t>(device)];  // kept for the process: destroying at exit races the driver
 }
 
-// A (rows, cols) matrix of batch entry i of a 3-D tensor as BLAS sees it.
-struct MatView {
-  bool trans = false;
-  int64_t ld = 1;
-  int64_t batch_stride = 0;  // elements
-};
-
-// core/cpu/gemm.cpp's blas_view(): false when neither of the last two dims has unit stride.
-bool lt_view(const Tensor& t, MatView& v) {
-  const int64_t rows = t.size(1), cols = t.size(2), s_r = t.stride(1), s_c = t.stride(2);
-  v.batch_stride = t.size(0) == 1 ? 0 : t.stride(0);
-  if ((s_c == 1 || cols == 1) && s_r >= std::max<int64_t>(cols, 1)) {
-    v.trans = false;
-    v.ld = std::max<int64_t>(s_r, 1);
-    return true;
-  }
-  if ((s_r == 1 || rows == 1) && s_c >= std::max<int64_t>(rows, 1)) {
-    v.trans = true;
-    v.ld = std::max<int64_t>(s_c, 1);
-    return true;
-  }
-  return false;
-}
-
-Tensor as_operand(const Tensor& t, DType dtype, MatView& v) {
-  if (t.dtype() == dtype && lt_view(t, v)) return t;
-  Tensor c = empty_tensor(t.sizes(), dtype, t.device());
-  kernels::copy(c, t);
-  lt_view(c, v);
-  return c;
+// An operand as cuBLASLt takes it (core/gemm_plan.h, shared with the CPU's BLAS).
+Tensor as_operand(const Tensor& t, DType dtype, GemmOperand& v) {
+  return gemm_operand(t, dtype, v, [](const Tensor& d, const Tensor& s) { kernels::copy(d, s); });
 }
 
 uint32_t alignment_of(const void* p) {
@@ -179,7 +153,7 @@ struct Problem {
   DType dt = DType::Float32;
   bool tf32 = false;
   int64_t Bt = 1, M = 0, N = 0, K = 0;
-  MatView va, vb;  // kiln's a and b
+  GemmOperand va, vb;  // kiln's a and b
   uint32_t align_a = 0, align_b = 0, align_c = 0;
   Epilogue ep;
 };
@@ -348,11 +322,6 @@ bool lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Epilog
   return true;
 }
 
-// (R, C) as a batch of one.
-Tensor as3(const Tensor& t) {
-  return make_tensor(t.storage(), {1, t.size(0), t.size(1)}, {0, t.stride(0), t.stride(1)}, t.offset(), t.dtype());
-}
-
 bool epilogue_dtype(DType dt) { return dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16; }
 
 // Epilogue vectors and matrices read and written with 16-byte accesses.
@@ -382,7 +351,7 @@ bool addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bi
   Epilogue ep;
   ep.kind = CUBLASLT_EPILOGUE_BIAS;
   ep.bias = bias.raw_data();
-  return lt_matmul(as3(out), as3(a), as3(b), ep);
+  return lt_matmul(matrix_as_batch(out), matrix_as_batch(a), matrix_as_batch(b), ep);
 }
 
 bool linear_gelu_tanh(const Tensor& out, const Tensor& preact, const Tensor& a, const Tensor& b, const Tensor& bias) {
@@ -397,7 +366,7 @@ bool linear_gelu_tanh(const Tensor& out, const Tensor& preact, const Tensor& a, 
   ep.kind = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   ep.bias = bias.raw_data();
   ep.aux = preact.raw_data();
-  return lt_matmul(as3(out), as3(a), as3(b), ep);
+  return lt_matmul(matrix_as_batch(out), matrix_as_batch(a), matrix_as_batch(b), ep);
 }
 
 }  // namespace kernels

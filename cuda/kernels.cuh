@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <optional>
+#include <vector>
 
 #include "core/backend.h"
 #include "cuda/cuda_check.h"
@@ -99,6 +100,18 @@ void uniform(const Tensor& out, double lo, double hi, PhiloxState st);
 void normal(const Tensor& out, double mean, double std, PhiloxState st);
 void bernoulli(const Tensor& out, double p, PhiloxState st);
 void randint(const Tensor& out, int64_t lo, int64_t hi, PhiloxState st);
+// optim_kernels.cu: the multi-tensor ops (Note [Multi-tensor launches]).
+void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                        const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
+                        double eps);
+void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                       const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
+                       double eps, bool bias_correction);
+// Orders 2 and infinity of a one-dtype list; false (nothing queued) for the rest.
+bool multi_tensor_norm(const Tensor& out, const std::vector<Tensor>& tensors, double norm_type);
+void multi_tensor_all_finite(const Tensor& out, const std::vector<Tensor>& tensors);
 
 }  // namespace kernels
 }  // namespace kiln::cuda

@@ -1,8 +1,9 @@
 // Multi-tensor kernels for the optimizer step on CUDA: AdamW and LAMB
 // updates, the global gradient norm (clip_grad_norm) and the non-finite check
 // (GradScaler::unscale_), each over a whole list of tensors in a few
-// launches. Host API in cuda/cuda.h; CPU twins in optim/adamw.cpp,
-// optim/lamb.cpp, optim/clip_grad.cpp and optim/grad_scaler.cpp.
+// launches: the CUDA bodies of the multi-tensor ops (Note [Multi-tensor ops],
+// ops/multi_tensor.h), reached through the Backend (cuda/backend_cuda.cpp),
+// whose ops have checked every list. CPU twins in core/cpu/multi_tensor.cpp.
 //
 // Note [Multi-tensor launches]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -36,7 +37,6 @@
 #include <cstring>
 #include <vector>
 
-#include "cuda/runtime.h"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
 
@@ -82,7 +82,7 @@ __device__ double block_sum(double v, double* shared) {
   return total;
 }
 
-// max that keeps a NaN once seen (clip_grad.cpp's combine_max)
+// max that keeps a NaN once seen (core/cpu/multi_tensor.cpp's combine_max)
 __device__ __forceinline__ double max_nan(double a, double b) { return isnan(a) || a > b ? a : b; }
 
 __device__ double block_max(double v, double* shared) {
@@ -97,7 +97,7 @@ __device__ double block_max(double v, double* shared) {
   return total;
 }
 
-// ---- AdamW (optim/adamw.cpp adamw_update) ------------------------------------
+// ---- AdamW (core/cpu/multi_tensor.cpp adamw_update) ------------------------
 // scalar = {decay, neg_step_size, bc2_sqrt, decay != 1}
 template <typename T>
 __global__ void adamw_kernel(const TensorRec* tensors, const ChunkRec* chunks, T b1, T c1, T b2, T c2, T eps) {
@@ -124,7 +124,7 @@ __global__ void adamw_kernel(const TensorRec* tensors, const ChunkRec* chunks, T
   }
 }
 
-// ---- LAMB (optim/lamb.cpp lamb_update) ---------------------------------------
+// ---- LAMB (core/cpu/multi_tensor.cpp lamb_update) --------------------------
 // scalar = {bc1, bc2, -lr (unused here), 0}
 template <typename T>
 __device__ __noinline__ T lamb_direction(T p, T m, T v, T bc1, T bc2, T eps, T wd) {
@@ -199,7 +199,7 @@ __global__ void lamb_apply_kernel(const TensorRec* tensors, const ChunkRec* chun
     p[i] = add_rn(p[i], mul_rn(scale, lamb_direction(p[i], m[i], v[i], bc1, bc2, eps, wd)));
 }
 
-// ---- gradient norm (optim/clip_grad.cpp) --------------------------------------
+// ---- norm of a list (core/cpu/multi_tensor.cpp) --------------------------------------
 template <typename T, bool kMax>
 __global__ void norm_partials_kernel(const TensorRec* tensors, const ChunkRec* chunks, double* partials) {
   __shared__ double shared[kThreads];
@@ -225,7 +225,7 @@ __global__ void norm_final_kernel(const double* partials, int64_t n, double* out
   *out = acc;
 }
 
-// ---- non-finite check (optim/grad_scaler.cpp) ---------------------------------
+// ---- non-finite check (core/cpu/multi_tensor.cpp) ---------------------------------
 // scalar[0] = element size in bytes (2, 4 or 8); scalar[1] = 1 for float16.
 __global__ void nonfinite_kernel(const TensorRec* tensors, const ChunkRec* chunks, int* flag) {
   const ChunkRec c = chunks[blockIdx.x];
@@ -264,14 +264,6 @@ struct Plan {
                                              tensors.size() * sizeof(TensorRec));
   }
 };
-
-void check_list(const std::vector<Tensor>& list, const Tensor& first, const char* fn, const char* what) {
-  for (const Tensor& t : list) {
-    KILN_CHECK(t.defined() && t.device() == first.device() && t.dtype() == first.dtype() && t.is_contiguous(), fn,
-               ": every ", what, " must be a contiguous ", dtype_name(first.dtype()), " tensor on ",
-               first.device().str(), ", got ", t.defined() ? t.str() : std::string("an undefined tensor"));
-  }
-}
 
 // Adds one tensor (skipped when empty) and its chunks.
 void add_tensor(Plan& plan, std::array<void*, 4> ptrs, int64_t n, std::array<double, 4> scalars) {
@@ -322,26 +314,20 @@ void dispatch_f32_f64(DType dt, const char* fn, F&& f) {
 
 }  // namespace
 
-void CudaRuntime::multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                                     const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1,
-                                     double beta2, double eps) {
-  const size_t n = params.size();
-  KILN_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
-             "multi_tensor_adamw: the lists differ in length");
-  if (n == 0) return;
+// Entry points (cuda/kernels.cuh): the device is current (DeviceGuard in
+// cuda/backend_cuda.cpp) and the op has checked the lists.
+namespace kernels {
+
+void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                        const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
+                        double eps) {
   const Tensor& first = params.front();
-  KILN_CHECK(first.device().is_cuda(), "multi_tensor_adamw: parameters must be CUDA tensors, got ", first.str());
-  for (const auto* list : {&params, &grads, &exp_avgs, &exp_avg_sqs}) check_list(*list, first, "multi_tensor_adamw", "tensor");
-  detail::DeviceGuard guard(first.device().index);
-  dispatch_f32_f64(first.dtype(), "multi_tensor_adamw", [&](auto tag) {
+  dispatch_f32_f64(first.dtype(), "multi_tensor_adamw_", [&](auto tag) {
     using T = decltype(tag);
     Plan plan = start_plan(first);
     const double decay = round_to<T>(1.0 - lr * weight_decay);
-    for (size_t i = 0; i < n; ++i) {
-      KILN_CHECK(grads[i].numel() == params[i].numel() && exp_avgs[i].numel() == params[i].numel() &&
-                     exp_avg_sqs[i].numel() == params[i].numel(),
-                 "multi_tensor_adamw: tensor ", i, " has mismatched sizes");
+    for (size_t i = 0; i < params.size(); ++i) {
       const double t = static_cast<double>(steps[i]);
       const double bc2_sqrt = round_to<T>(std::sqrt(1.0 - std::pow(beta2, t)));
       const double neg_step = round_to<T>(-(lr / (1.0 - std::pow(beta1, t))));
@@ -357,25 +343,15 @@ void CudaRuntime::multi_tensor_adamw(const std::vector<Tensor>& params, const st
   });
 }
 
-void CudaRuntime::multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                                    const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                                    const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1,
-                                    double beta2, double eps, bool bias_correction) {
-  const size_t n = params.size();
-  KILN_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
-             "multi_tensor_lamb: the lists differ in length");
-  if (n == 0) return;
+void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                       const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
+                       double eps, bool bias_correction) {
   const Tensor& first = params.front();
-  KILN_CHECK(first.device().is_cuda(), "multi_tensor_lamb: parameters must be CUDA tensors, got ", first.str());
-  for (const auto* list : {&params, &grads, &exp_avgs, &exp_avg_sqs}) check_list(*list, first, "multi_tensor_lamb", "tensor");
-  detail::DeviceGuard guard(first.device().index);
-  dispatch_f32_f64(first.dtype(), "multi_tensor_lamb", [&](auto tag) {
+  dispatch_f32_f64(first.dtype(), "multi_tensor_lamb_", [&](auto tag) {
     using T = decltype(tag);
     Plan plan = start_plan(first);
-    for (size_t i = 0; i < n; ++i) {
-      KILN_CHECK(grads[i].numel() == params[i].numel() && exp_avgs[i].numel() == params[i].numel() &&
-                     exp_avg_sqs[i].numel() == params[i].numel(),
-                 "multi_tensor_lamb: tensor ", i, " has mismatched sizes");
+    for (size_t i = 0; i < params.size(); ++i) {
       const double t = static_cast<double>(steps[i]);
       const double bc1 = bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
       const double bc2 = bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
@@ -404,65 +380,62 @@ void CudaRuntime::multi_tensor_lamb(const std::vector<Tensor>& params, const std
   });
 }
 
-double CudaRuntime::multi_tensor_norm(const std::vector<Tensor>& tensors, double norm_type) {
-  KILN_CHECK(norm_type == 2.0 || std::isinf(norm_type), "multi_tensor_norm: norm_type must be 2 or infinity, got ",
-             norm_type);
-  if (tensors.empty()) return 0.0;
+bool multi_tensor_norm(const Tensor& out, const std::vector<Tensor>& tensors, double norm_type) {
+  const bool inf = std::isinf(norm_type);
+  if (!(norm_type == 2.0 || inf)) return false;
+  for (const Tensor& t : tensors)
+    if (t.dtype() != tensors.front().dtype()) return false;
+  if (tensors.empty()) {
+    fill(out, 0.0);
+    return true;
+  }
   const Tensor& first = tensors.front();
-  KILN_CHECK(first.device().is_cuda(), "multi_tensor_norm: tensors must be CUDA tensors, got ", first.str());
-  check_list(tensors, first, "multi_tensor_norm", "tensor");
-  detail::DeviceGuard guard(first.device().index);
-  double result = 0.0;
   dispatch_f32_f64(first.dtype(), "multi_tensor_norm", [&](auto tag) {
     using T = decltype(tag);
     Plan plan = start_plan(first);
     for (const Tensor& t : tensors) add_tensor(plan, {t.raw_data(), nullptr, nullptr, nullptr}, t.numel(), {0, 0, 0, 0});
-    if (plan.chunks.empty()) return;
+    if (plan.chunks.empty()) {
+      fill(out, 0.0);
+      return;
+    }
     upload(plan);
     const int64_t nc = static_cast<int64_t>(plan.chunks.size());
-    Tensor partials = empty_tensor({nc + 1}, DType::Float64, first.device());  // [nc]: the total
+    Tensor partials = empty_tensor({nc}, DType::Float64, first.device());
     double* part = static_cast<double*>(partials.raw_data());
-    const bool inf = std::isinf(norm_type);
+    double* total = static_cast<double*>(out.raw_data());
     if (inf) KILN_LAUNCH(grid_of(plan), kThreads, 0, plan.stream, norm_partials_kernel<T, true>)(plan.dev_tensors(), plan.dev_chunks(), part);
     else KILN_LAUNCH(grid_of(plan), kThreads, 0, plan.stream, norm_partials_kernel<T, false>)(plan.dev_tensors(), plan.dev_chunks(), part);
     KILN_CUDA_CHECK_LAUNCH();
-    if (inf) KILN_LAUNCH(1, 1, 0, plan.stream, norm_final_kernel<true>)(part, nc, part + nc);
-    else KILN_LAUNCH(1, 1, 0, plan.stream, norm_final_kernel<false>)(part, nc, part + nc);
+    if (inf) KILN_LAUNCH(1, 1, 0, plan.stream, norm_final_kernel<true>)(part, nc, total);
+    else KILN_LAUNCH(1, 1, 0, plan.stream, norm_final_kernel<false>)(part, nc, total);
     KILN_CUDA_CHECK_LAUNCH();
-    KILN_CUDA_CHECK(cudaMemcpyAsync(&result, part + nc, sizeof result, cudaMemcpyDeviceToHost, plan.stream));
-    KILN_CUDA_CHECK(cudaStreamSynchronize(plan.stream));
   });
-  return std::isinf(norm_type) ? result : std::sqrt(result);
+  // The root on the device (correctly rounded, as std::sqrt on the host), so
+  // nothing is read back here.
+  if (!inf) unary(UnaryOp::Sqrt, out, out);
+  return true;
 }
 
-bool CudaRuntime::multi_tensor_all_finite(const std::vector<Tensor>& tensors) {
-  std::vector<Tensor> floating;
-  for (const Tensor& t : tensors)
-    if (t.defined() && t.numel() > 0 && is_floating(t.dtype())) floating.push_back(t);
-  if (floating.empty()) return true;
-  const Tensor& first = floating.front();
-  KILN_CHECK(first.device().is_cuda(), "multi_tensor_all_finite: tensors must be CUDA tensors, got ", first.str());
-  for (const Tensor& t : floating)
-    KILN_CHECK(t.device() == first.device() && t.is_contiguous(),
-               "multi_tensor_all_finite: every tensor must be contiguous on ", first.device().str(), ", got ", t.str());
-  detail::DeviceGuard guard(first.device().index);
+void multi_tensor_all_finite(const Tensor& out, const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) {
+    fill(out, 1.0);
+    return;
+  }
+  const Tensor& first = tensors.front();
   Plan plan = start_plan(first);
-  for (const Tensor& t : floating)
+  for (const Tensor& t : tensors)
     add_tensor(plan, {t.raw_data(), nullptr, nullptr, nullptr}, t.numel(),
                {static_cast<double>(element_size(t.dtype())), t.dtype() == DType::Float16 ? 1.0 : 0.0, 0, 0});
   upload(plan);
-  Tensor flag = empty_tensor({1}, DType::Int32, first.device());
+  Tensor flag = empty_tensor({}, DType::Int32, first.device());  // 1: some inf or NaN
   KILN_CUDA_CHECK(cudaMemsetAsync(flag.raw_data(), 0, sizeof(int), plan.stream));
   KILN_LAUNCH(grid_of(plan), kThreads, 0, plan.stream, nonfinite_kernel)(plan.dev_tensors(), plan.dev_chunks(),
                                                                  static_cast<int*>(flag.raw_data()));
   KILN_CUDA_CHECK_LAUNCH();
-  int found = 0;
-  KILN_CUDA_CHECK(cudaMemcpyAsync(&found, flag.raw_data(), sizeof found, cudaMemcpyDeviceToHost, plan.stream));
-  KILN_CUDA_CHECK(cudaStreamSynchronize(plan.stream));
-  // The grad scaler's check synchronises anyway: report a bad embedding id or
-  // target of this step here too (Note [Lazy index checks], cuda/index.cu).
-  kernels::raise_index_errors(first.device().index);
-  return found == 0;
+  // out = !flag; the caller's read of out (copy_to_cpu) also reports a bad
+  // embedding id or target of this step (Note [Lazy index checks], cuda/index.cu).
+  unary(UnaryOp::LogicalNot, out, flag);
 }
 
+}  // namespace kernels
 }  // namespace kiln::cuda

@@ -1,10 +1,11 @@
 // CUDA reductions: sum, max, min, argmax over any set of dims. CPU twin:
-// core/cpu/reduce.cpp, whose layout decisions this follows:
-//  - "outer" (a contiguous input whose reduced dims lead, e.g. a bias
+// core/cpu/reduce.cpp; both take their layout from plan_reduce
+// (core/reduce_plan.h):
+//  - columns (a contiguous input whose reduced dims lead, e.g. a bias
 //    gradient): out[k] = sum_r in[r, k], one thread per column k, the rows
 //    split into S fixed chunks when K alone cannot fill the GPU;
-//  - otherwise the kept dims are permuted first (one copy when that is not
-//    already contiguous) and each output reduces one contiguous row of R
+//  - rows: the kept dims permuted first (one copy when that is not already
+//    contiguous), and each output reduces one contiguous row of R
 //    elements: a block per (row, chunk), S chunks when rows are few and long,
 //    and a second pass over the S partials.
 // Sums accumulate in float (16-bit floats and float32), double or int64;
@@ -13,6 +14,7 @@
 // propagate NaN; argmax returns the first index of the maximum (first NaN).
 #include <limits>
 
+#include "core/reduce_plan.h"
 #include "cuda/device_utils.cuh"
 
 namespace kiln::cuda::kernels {
@@ -190,45 +192,18 @@ void column_sum(const Tensor& out, const Tensor& in, int64_t R, int64_t K) {
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Shape& dims) {
-  const int64_t nd = in.dim();
-  std::vector<bool> reduced(static_cast<size_t>(nd), false);
-  for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
-  int64_t R = 1;
-  for (int64_t d = 0; d < nd; ++d)
-    if (reduced[static_cast<size_t>(d)]) R *= in.size(d);
-  const int64_t K = out.numel();
-  KILN_CHECK(out.is_contiguous(), "internal: reduce output must be contiguous");
   KILN_CHECK(in.dtype() != DType::Bool, "reduce: bool tensors must be cast first");
-  if (R == 0 || in.numel() == 0) {
-    KILN_CHECK(op == ReduceOp::Sum, "reduce: cannot take max/min/argmax over an empty dimension of ",
-               shape_str(in.sizes()));
-    fill(out, 0.0);
+  const ReducePlan plan = plan_reduce(op, out, in, dims);
+  if (plan.layout == ReducePlan::Layout::Empty) return fill(out, 0.0);
+  if (plan.layout == ReducePlan::Layout::Columns) {
+    dispatch_device(in.dtype(), "sum", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (!std::is_same_v<T, bool>) column_sum<T>(out, in, plan.R, plan.K);
+    });
     return;
   }
-  if (op == ReduceOp::Sum && in.is_contiguous()) {
-    int64_t lead = 0;
-    while (lead < nd && reduced[static_cast<size_t>(lead)]) ++lead;
-    bool rest_kept = true;
-    for (int64_t d = lead; d < nd; ++d) rest_kept = rest_kept && !reduced[static_cast<size_t>(d)];
-    if (lead > 0 && rest_kept && K > 1) {
-      dispatch_device(in.dtype(), "sum", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if constexpr (!std::is_same_v<T, bool>) column_sum<T>(out, in, R, K);
-      });
-      return;
-    }
-  }
-  Shape perm;
-  for (int64_t d = 0; d < nd; ++d) if (!reduced[static_cast<size_t>(d)]) perm.push_back(d);
-  for (int64_t d = 0; d < nd; ++d) if (reduced[static_cast<size_t>(d)]) perm.push_back(d);
-  Shape ps, pst;
-  for (int64_t d : perm) { ps.push_back(in.size(d)); pst.push_back(in.stride(d)); }
-  Tensor src = make_tensor(in.storage(), ps, pst, in.offset(), in.dtype());
-  if (!src.is_contiguous()) {
-    Tensor c = empty_tensor(ps, in.dtype(), in.device());
-    copy(c, src);
-    src = c;
-  }
+  const Tensor src = contiguous_rows(plan, [](const Tensor& d, const Tensor& s) { copy(d, s); });
+  const int64_t K = plan.K, R = plan.R;
   dispatch_device(in.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>) {

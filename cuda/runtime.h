@@ -3,9 +3,9 @@
 // (core/cuda_hooks.h, Note [Package layout] in core/components.h). Each
 // method is defined beside what it serves: devices, streams and events in
 // cuda/stream.cpp, memory and copies in cuda/memory.cpp, the memory
-// factories in cuda/cuda_device_memory.cpp, TF32 in cuda/gemm_lt.cpp, the
-// multi-tensor kernels in cuda/optim_kernels.cu, versions and the backend in
-// cuda/runtime.cpp, which registers the one instance as the library loads.
+// factories in cuda/cuda_device_memory.cpp, TF32 in cuda/gemm_lt.cpp,
+// versions and the backend in cuda/runtime.cpp, which registers the one
+// instance as the library loads.
 #pragma once
 
 #include "core/cuda_hooks.h"
@@ -37,17 +37,6 @@ class CudaRuntime final : public detail::CudaHooks {
   void copy(const Tensor& dst, const Tensor& src, bool non_blocking) override;
   std::unique_ptr<memory::DeviceMemory> make_device_memory(int device) override;
   std::unique_ptr<memory::DeviceMemory> make_pinned_host_memory() override;
-
-  void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                          const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                          const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
-                          double eps) override;
-  void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                         const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                         const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
-                         double eps, bool bias_correction) override;
-  double multi_tensor_norm(const std::vector<Tensor>& tensors, double norm_type) override;
-  bool multi_tensor_all_finite(const std::vector<Tensor>& tensors) override;
 
   Stream default_stream(int device) override;
   Stream stream_create(int device, bool high_priority) override;

@@ -451,6 +451,11 @@ const std::map<std::string, std::string> kRefused = {
     {"add_", "an in-place write; use add() instead"},
     {"mul_", "an in-place write; use mul() instead"},
     {"masked_fill_", "an in-place write; use masked_fill() instead"},
+    // The optimizers' multi-tensor ops (ops/multi_tensor.h): training steps, not a model's forward.
+    {"multi_tensor_adamw_", "an in-place optimizer step over parameters and their moment buffers; not part of a model"},
+    {"multi_tensor_lamb_", "an in-place optimizer step over parameters and their moment buffers; not part of a model"},
+    {"multi_tensor_norm", "a norm over a list of gradients for clipping, taken in training; not part of a model"},
+    {"multi_tensor_all_finite", "the grad scaler's check of a list of gradients in training; not part of a model"},
 };
 
 }  // namespace

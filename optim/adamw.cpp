@@ -1,9 +1,7 @@
 #include "optim/adamw.h"
 
-#include <Eigen/Core>
 #include <cmath>
 
-#include "cuda/cuda.h"
 #include "ops/ops.h"
 #include "optim/update_loop.h"
 
@@ -14,33 +12,9 @@ std::map<std::string, double> adamw_defaults(const AdamWOptions& o) {
   return {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}};
 }
 
-// One fused pass over blocks; the statement order follows torch.optim.AdamW's
-// single-tensor path (mul_, add_, addcmul_, sqrt / bc2_sqrt + eps, addcdiv_),
-// with T arithmetic and the scalars rounded to T first.
-template <typename T>
-void adamw_update(T* p, const T* g, T* m, T* v, int64_t n, double lr, double weight_decay, double beta1, double beta2,
-                  double eps, int64_t step) {
-  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
-  const double t = static_cast<double>(step);
-  const T decay = static_cast<T>(1.0 - lr * weight_decay);
-  const T b1 = static_cast<T>(beta1), c1 = static_cast<T>(1.0 - beta1);
-  const T b2 = static_cast<T>(beta2), c2 = static_cast<T>(1.0 - beta2);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(beta2, t)));
-  const T neg_step_size = static_cast<T>(-(lr / (1.0 - std::pow(beta1, t))));
-  const T eps_t = static_cast<T>(eps);
-  detail::for_each_block(n, [&](int64_t b, int64_t e) {
-    Eigen::Map<Array> P(p + b, e - b), M(m + b, e - b), V(v + b, e - b);
-    const Eigen::Map<const Array> G(g + b, e - b);
-    if (decay != T(1)) P = P * decay;
-    M = M * b1 + G * c1;
-    V = V * b2 + (G * c2) * G;
-    P = P + (M * neg_step_size) / (V.sqrt() / bc2_sqrt + eps_t);
-  });
-}
-
-// The generic path (Note [Fused and generic updates]): adamw_update's
-// statements as tensor ops. The ops round each double scalar to the
-// parameter's dtype, as the fused loop does.
+// The generic path (Note [Fused and generic updates]): the statements of the
+// CPU body of multi_tensor_adamw_ (core/cpu/multi_tensor.cpp) as tensor ops.
+// The ops round each double scalar to the parameter's dtype, as that loop does.
 void adamw_update_generic(Tensor p, const Tensor& g, Tensor m, Tensor v, double lr, double weight_decay,
                           double beta1, double beta2, double eps, int64_t step) {
   const double t = static_cast<double>(step);
@@ -82,29 +56,23 @@ void AdamW::update(const ParamGroup& group, const Tensor& param, const Tensor& g
     state.buffers.push_back(zeros(param.sizes(), TensorOptions(param.dtype(), param.device())));
     state.buffers.push_back(zeros(param.sizes(), TensorOptions(param.dtype(), param.device())));
   }
-  if (!detail::use_fused_update(param)) {
+  if (!detail::use_multi_tensor_update(param)) {
     adamw_update_generic(param, grad, state.buffers[0], state.buffers[1], *group.lr, *group.weight_decay,
                          group.option("beta1"), group.option("beta2"), group.option("eps"), state.step);
     return;
   }
-  detail::dispatch_float(param.dtype(), "AdamW", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    adamw_update<T>(param.data_ptr<T>(), grad.data_ptr<T>(), state.buffers[0].data_ptr<T>(),
-                    state.buffers[1].data_ptr<T>(), param.numel(), *group.lr, *group.weight_decay,
-                    group.option("beta1"), group.option("beta2"), group.option("eps"), state.step);
-  });
-  state.buffers[0].bump_version();
-  state.buffers[1].bump_version();
+  multi_tensor_adamw_({param}, {grad}, {state.buffers[0]}, {state.buffers[1]}, {state.step}, *group.lr,
+                      *group.weight_decay, group.option("beta1"), group.option("beta2"), group.option("eps"));
 }
 
+// One multi-tensor op per (device, dtype) bucket (Note [Multi-tensor ops]).
 void AdamW::update_group(const ParamGroup& group, const std::vector<UpdateItem>& items) {
   const auto split = detail::split_items(items);
   for (const UpdateItem* it : split.rest) update(group, it->param, it->grad, *it->state);
   for (const auto& bucket : split.buckets) {
-    detail::MomentBucket b = detail::gather_moment_bucket(bucket);
-    cuda::multi_tensor_adamw(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.steps, *group.lr, *group.weight_decay,
-                             group.option("beta1"), group.option("beta2"), group.option("eps"));
-    b.bump_buffer_versions();
+    const detail::MomentBucket b = detail::gather_moment_bucket(bucket);
+    multi_tensor_adamw_(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.steps, *group.lr, *group.weight_decay,
+                        group.option("beta1"), group.option("beta2"), group.option("eps"));
   }
 }
 

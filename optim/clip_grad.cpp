@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
-#include "cuda/cuda.h"
 #include "ops/ops.h"
 #include "optim/optimizer.h"
 #include "optim/update_loop.h"
@@ -24,47 +23,11 @@ std::vector<Tensor> gradients(const std::vector<Tensor>& params, const char* fn)
   return grads;
 }
 
-// max |x| over [0, n), nan when any element is nan.
-template <typename T>
-double max_abs(const T* x, int64_t n) {
-  double m = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = std::abs(static_cast<double>(x[i]));
-    if (!(a <= m)) m = a;  // also takes a nan, after which nothing replaces it
-    if (std::isnan(m)) return m;
-  }
-  return m;
-}
-
-template <typename T>
-double sum_abs_pow(const T* x, int64_t n, double p) {
-  double acc = 0.0;
-  for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(x[i])), p);
-  return acc;
-}
-
-double combine_max(double a, double b) { return std::isnan(a) || a > b ? a : b; }
-
-// sum_i |g_i|^p over one contiguous gradient (for p = inf: max |g_i|).
-double gradient_partial(const Tensor& grad, double norm_type) {
-  const Tensor g = grad.is_contiguous() ? grad : grad.contiguous();
-  return detail::dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* x = g.data_ptr<T>();
-    const int64_t n = g.numel();
-    if (std::isinf(norm_type))
-      return parallel_reduce(
-          n, detail::kChunk, 0.0, [&](int64_t b, int64_t e) { return max_abs(x + b, e - b); }, combine_max);
-    if (norm_type == 2.0)
-      return detail::sum_blocks(n, [&](int64_t b, int64_t e) { return detail::sum_squares(x + b, e - b); });
-    return detail::sum_blocks(n, [&](int64_t b, int64_t e) { return sum_abs_pow(x + b, e - b, norm_type); });
-  });
-}
-
 // The generic path (Note [Fused and generic updates] in optim/optimizer.h):
 // the same float64 accumulation with tensor ops on each gradient's device;
 // within a gradient the sum runs in the device's reduction order, across
-// gradients in list order as above. One read back to the host at the end.
+// gradients in list order as in multi_tensor_norm. One read back to the host
+// at the end.
 double total_norm_generic(const std::vector<Tensor>& grads, double norm_type) {
   NoGradGuard no_grad;
   const bool inf = std::isinf(norm_type);
@@ -92,32 +55,16 @@ double total_norm_generic(const std::vector<Tensor>& grads, double norm_type) {
   return norm_type == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / norm_type);
 }
 
-// True when the multi-tensor CUDA kernel takes the whole list: every gradient
-// contiguous on one CUDA device with one dtype, norm of order 2 or infinity.
-bool use_cuda_norm(const std::vector<Tensor>& grads, double norm_type) {
-  if (grads.empty() || !(norm_type == 2.0 || std::isinf(norm_type))) return false;
-  for (const Tensor& g : grads)
-    if (!detail::use_multi_tensor_update(g) || !g.is_contiguous() || g.device() != grads.front().device() ||
-        g.dtype() != grads.front().dtype())
-      return false;
-  return true;
-}
-
-// Fused CPU loops when every gradient is a CPU tensor (and the generic path
-// is not forced), one multi-tensor kernel (cuda/optim_kernels.cu, float64
-// sums in a fixed order) for a list on one CUDA device, else the generic path
-// for all of them.
+// One multi-tensor op (Note [Multi-tensor ops]: on the CPU the fused loops,
+// float64 sums in a fixed order, on CUDA one kernel) when every gradient is
+// on one CPU or CUDA device and the generic path is not forced; else the
+// generic path for all of them.
 double total_norm(const std::vector<Tensor>& grads, double norm_type) {
-  if (use_cuda_norm(grads, norm_type)) return cuda::multi_tensor_norm(grads, norm_type);
+  bool one_device = true;
   for (const Tensor& g : grads)
-    if (!detail::use_fused_update(g)) return total_norm_generic(grads, norm_type);
-  double acc = 0.0;
-  for (const Tensor& g : grads) {
-    const double part = gradient_partial(g, norm_type);
-    acc = std::isinf(norm_type) ? combine_max(acc, part) : acc + part;
-  }
-  if (std::isinf(norm_type)) return acc;
-  return norm_type == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / norm_type);
+    one_device = one_device && detail::use_multi_tensor_update(g) && g.device() == grads.front().device();
+  if (!one_device) return total_norm_generic(grads, norm_type);
+  return multi_tensor_norm(grads, norm_type).item<double>();
 }
 
 void check_norm_type(double norm_type, const char* fn) {

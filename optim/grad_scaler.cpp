@@ -9,11 +9,9 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
-#include "core/parallel.h"
-#include "cuda/cuda.h"
 #include "ops/autocast.h"
 #include "ops/ops.h"
-#include "optim/update_loop.h"
+#include "optim/optimizer.h"
 
 namespace kiln::optim {
 namespace {
@@ -21,43 +19,18 @@ namespace {
 constexpr double kMaxScale = FLT_MAX;  // largest finite float32
 constexpr double kMinScale = FLT_MIN;  // smallest normal float32
 
-// 1 when some element of the contiguous CPU buffer has an all-ones exponent
-// (inf or NaN). Bits, not std::isfinite, so 16-bit floats need no conversion;
-// the loop has no early exit and vectorises.
-template <typename U>
-int has_nonfinite(const void* data, int64_t n, U exponent_mask) {
-  const U* p = static_cast<const U*>(data);
-  return parallel_reduce<int>(
-      n, 1 << 16, 0,
-      [&](int64_t b, int64_t e) {
-        int bad = 0;
-        for (int64_t i = b; i < e; ++i) bad |= (p[i] & exponent_mask) == exponent_mask;
-        return bad;
-      },
-      [](int a, int b) { return a | b; });
-}
-
-bool finite_cpu(const Tensor& g) {
-  const Tensor c = g.is_contiguous() ? g : contiguous(g);
-  const void* d = c.raw_data();
-  const int64_t n = c.numel();
-  switch (c.dtype()) {
-    case DType::Float32: return !has_nonfinite<uint32_t>(d, n, 0x7f800000u);
-    case DType::Float64: return !has_nonfinite<uint64_t>(d, n, 0x7ff0000000000000ull);
-    case DType::Float16: return !has_nonfinite<uint16_t>(d, n, 0x7c00u);
-    case DType::BFloat16: return !has_nonfinite<uint16_t>(d, n, 0x7f80u);
-    default: return true;  // integers and bools are always finite
-  }
-}
-
-// CUDA gradients go to one multi-tensor kernel per device
-// (cuda::multi_tensor_all_finite, a device flag read back once); under
-// set_force_generic_update, and for any other device, the generic path.
-// Any device (the generic path, Note [Fused and generic updates] in
-// optim/optimizer.h): x * 0 is 0 for finite x and NaN for inf or NaN, and a
-// sum with a NaN in it is NaN. A float32 0-dim probe per floating gradient,
-// added up on one device, so all_finite reads back one value in all.
+// Gradients on a CPU or CUDA device go to one multi-tensor op per device
+// (multi_tensor_all_finite, Note [Multi-tensor ops]: one value read back per
+// device); under set_force_generic_update, and for any other device, the
+// generic path (Note [Fused and generic updates] in optim/optimizer.h): x * 0
+// is 0 for finite x and NaN for inf or NaN, and a sum with a NaN in it is NaN.
+// A float32 0-dim probe per floating gradient, added up on one device, so
+// the generic path reads back one value in all.
 Tensor nonfinite_probe(const Tensor& g) { return to_dtype(sum(mul(g, 0.0)), DType::Float32); }
+
+bool use_multi_tensor_check(const Tensor& g) {
+  return (g.device().is_cpu() || g.device().is_cuda()) && !force_generic_update();
+}
 
 // Every parameter gradient of opt that is defined.
 std::vector<Tensor> grads_of(const Optimizer& opt) {
@@ -75,29 +48,24 @@ double scalar_value(const Tensor& t) { return t.item<double>(); }
 bool all_finite(const std::vector<Tensor>& grads) {
   NoGradGuard no_grad;
   AutocastGuard no_autocast(DType::BFloat16, false);
-  bool ok = true;
   Tensor probe;  // sum of the generic-path probes: NaN when some value is inf or NaN
-  std::vector<std::vector<Tensor>> on_cuda;  // per CUDA device: one multi-tensor kernel each
+  std::vector<std::vector<Tensor>> per_device;  // one multi-tensor op each
   for (const Tensor& g : grads) {
     if (!g.defined() || g.numel() == 0) continue;
-    if (detail::use_fused_update(g)) {
-      ok = finite_cpu(g) && ok;
+    if (use_multi_tensor_check(g)) {
+      auto same = std::find_if(per_device.begin(), per_device.end(),
+                               [&](const std::vector<Tensor>& l) { return l.front().device() == g.device(); });
+      if (same == per_device.end()) per_device.push_back({g});
+      else same->push_back(g);
       continue;
     }
     if (!is_floating(g.dtype())) continue;  // integers and bools are always finite
-    if (g.device().is_cuda() && !force_generic_update()) {
-      const Tensor c = g.is_contiguous() ? g : contiguous(g);
-      auto same = std::find_if(on_cuda.begin(), on_cuda.end(),
-                               [&](const std::vector<Tensor>& l) { return l.front().device() == c.device(); });
-      if (same == on_cuda.end()) on_cuda.push_back({c});
-      else same->push_back(c);
-      continue;
-    }
     Tensor part = nonfinite_probe(g);
     if (probe.defined() && part.device() != probe.device()) part = to_device(part, probe.device());
     probe = probe.defined() ? add(probe, part) : part;
   }
-  for (const std::vector<Tensor>& list : on_cuda) ok = cuda::multi_tensor_all_finite(list) && ok;
+  bool ok = true;
+  for (const std::vector<Tensor>& list : per_device) ok = multi_tensor_all_finite(list).item<bool>() && ok;
   if (probe.defined()) ok = !std::isnan(probe.item<double>()) && ok;
   return ok;
 }

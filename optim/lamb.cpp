@@ -1,9 +1,7 @@
 #include "optim/lamb.h"
 
-#include <Eigen/Core>
 #include <cmath>
 
-#include "cuda/cuda.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
 #include "optim/update_loop.h"
@@ -18,60 +16,11 @@ std::map<std::string, double> lamb_defaults(const LAMBOptions& o) {
           {"bias_correction", o.bias_correction ? 1.0 : 0.0}};
 }
 
-template <typename T>
-using Block = Eigen::Array<T, Eigen::Dynamic, 1, Eigen::ColMajor, detail::kBlock, 1>;
-
-struct NormsSq {
-  double p = 0.0, u = 0.0;
-  NormsSq operator+(const NormsSq& o) const { return {p + o.p, u + o.u}; }
-};
-
-template <typename T>
-struct LambScalars {
-  T b1, c1, b2, c2, bc1, bc2, eps, wd;
-};
-
-// u for one block from the updated m, v and the current p. Both passes call
-// this one function, so the second sees exactly the values the first measured.
-template <typename T>
-[[gnu::noinline]] void lamb_direction(const T* p, const T* m, const T* v, int64_t n, const LambScalars<T>& s,
-                                      Block<T>& u) {
-  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
-  const Eigen::Map<const Array> P(p, n), M(m, n), V(v, n);
-  u.resize(n);
-  u = (M / s.bc1) / ((V / s.bc2).sqrt() + s.eps) + s.wd * P;
-}
-
-template <typename T>
-void lamb_update(T* p, const T* g, T* m, T* v, int64_t n, double lr, const LambScalars<T>& s) {
-  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
-  // Pass 1: moments, and the squared norms of p and u.
-  const NormsSq sq = detail::sum_blocks<NormsSq>(n, [&](int64_t b, int64_t e) {
-    Eigen::Map<Array> M(m + b, e - b), V(v + b, e - b);
-    const Eigen::Map<const Array> G(g + b, e - b);
-    M = M * s.b1 + G * s.c1;
-    V = V * s.b2 + (G * s.c2) * G;
-    Block<T> u;
-    lamb_direction(p + b, m + b, v + b, e - b, s, u);
-    return NormsSq{detail::sum_squares(p + b, e - b), detail::sum_squares(u.data(), e - b)};
-  });
-  const double p_norm = std::sqrt(sq.p), u_norm = std::sqrt(sq.u);
-  const double ratio = p_norm > 0 && u_norm > 0 ? p_norm / u_norm : 1.0;
-  const T scale = static_cast<T>(-(lr * ratio));
-  // Pass 2: apply.
-  detail::for_each_block(n, [&](int64_t b, int64_t e) {
-    Block<T> u;
-    lamb_direction(p + b, m + b, v + b, e - b, s, u);
-    Eigen::Map<Array> P(p + b, e - b);
-    P = P + scale * u;
-  });
-}
-
-// The generic path (Note [Fused and generic updates]): lamb_update with
-// tensor ops, the scalars in double (the ops round them to p's dtype as the
-// fused loop's LambScalars do). The squared norms are float64 sums in the
-// device's reduction order, and the trust ratio is computed on the device, so
-// nothing is read back to the host.
+// The generic path (Note [Fused and generic updates]): the CPU body of
+// multi_tensor_lamb_ (core/cpu/multi_tensor.cpp) with tensor ops, the scalars
+// in double (the ops round them to p's dtype as that loop does). The squared
+// norms are float64 sums in the device's reduction order, and the trust ratio
+// is computed on the device, so nothing is read back to the host.
 void lamb_update_generic(Tensor p, const Tensor& g, Tensor m, Tensor v, double lr, double beta1, double beta2,
                          double bc1, double bc2, double eps, double weight_decay) {
   m.mul_(beta1);                        // m * b1
@@ -115,37 +64,28 @@ void LAMB::update(const ParamGroup& group, const Tensor& param, const Tensor& gr
     state.buffers.push_back(zeros(param.sizes(), TensorOptions(param.dtype(), param.device())));
   }
   const double beta1 = group.option("beta1"), beta2 = group.option("beta2");
-  const double t = static_cast<double>(state.step);
   const bool bias_correction = group.option("bias_correction") != 0.0;
-  const double bc1 = bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
-  const double bc2 = bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
-  if (!detail::use_fused_update(param)) {
-    lamb_update_generic(param, grad, state.buffers[0], state.buffers[1], *group.lr, beta1, beta2, bc1, bc2,
-                        group.option("eps"), *group.weight_decay);
+  if (detail::use_multi_tensor_update(param)) {
+    multi_tensor_lamb_({param}, {grad}, {state.buffers[0]}, {state.buffers[1]}, {state.step}, *group.lr,
+                       *group.weight_decay, beta1, beta2, group.option("eps"), bias_correction);
     return;
   }
-  detail::dispatch_float(param.dtype(), "LAMB", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const LambScalars<T> s{static_cast<T>(beta1),     static_cast<T>(1.0 - beta1),
-                           static_cast<T>(beta2),     static_cast<T>(1.0 - beta2),
-                           static_cast<T>(bc1),       static_cast<T>(bc2),
-                           static_cast<T>(group.option("eps")), static_cast<T>(*group.weight_decay)};
-    lamb_update<T>(param.data_ptr<T>(), grad.data_ptr<T>(), state.buffers[0].data_ptr<T>(),
-                   state.buffers[1].data_ptr<T>(), param.numel(), *group.lr, s);
-  });
-  state.buffers[0].bump_version();
-  state.buffers[1].bump_version();
+  const double t = static_cast<double>(state.step);
+  const double bc1 = bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
+  const double bc2 = bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
+  lamb_update_generic(param, grad, state.buffers[0], state.buffers[1], *group.lr, beta1, beta2, bc1, bc2,
+                      group.option("eps"), *group.weight_decay);
 }
 
+// One multi-tensor op per (device, dtype) bucket (Note [Multi-tensor ops]).
 void LAMB::update_group(const ParamGroup& group, const std::vector<UpdateItem>& items) {
   const auto split = detail::split_items(items);
   for (const UpdateItem* it : split.rest) update(group, it->param, it->grad, *it->state);
   for (const auto& bucket : split.buckets) {
-    detail::MomentBucket b = detail::gather_moment_bucket(bucket);
-    cuda::multi_tensor_lamb(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.steps, *group.lr, *group.weight_decay,
-                            group.option("beta1"), group.option("beta2"), group.option("eps"),
-                            group.option("bias_correction") != 0.0);
-    b.bump_buffer_versions();
+    const detail::MomentBucket b = detail::gather_moment_bucket(bucket);
+    multi_tensor_lamb_(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, b.steps, *group.lr, *group.weight_decay,
+                       group.option("beta1"), group.option("beta2"), group.option("eps"),
+                       group.option("bias_correction") != 0.0);
   }
 }
 

@@ -291,8 +291,8 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
 namespace detail {
 bool use_fused_update(const Tensor& t) { return t.device().is_cpu() && !force_generic_update(); }
 bool use_multi_tensor_update(const Tensor& t) {
-  return t.device().is_cuda() && (t.dtype() == DType::Float32 || t.dtype() == DType::Float64) &&
-         !force_generic_update();
+  return (t.device().is_cpu() || t.device().is_cuda()) &&
+         (t.dtype() == DType::Float32 || t.dtype() == DType::Float64) && !force_generic_update();
 }
 }  // namespace detail
 

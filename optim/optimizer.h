@@ -17,13 +17,14 @@
 // others, as PyTorch does. Each updated parameter's version is bumped.
 //
 // Note [Fused and generic updates]
-// A CPU parameter is updated by a fused loop over the raw data, run with
-// kiln::parallel_for (Note [Deterministic chunking]): results do not depend on
-// the thread count. A float32/float64 CUDA parameter is updated by the
-// multi-tensor kernels of cuda/optim_kernels.cu (all of a group's CUDA
-// parameters of one device and dtype in a few launches; clip_grad_norm and
-// all_finite likewise have one kernel each), the CPU loops' statements with
-// the same roundings. The generic path (set_force_generic_update, or any
+// AdamW and LAMB update a group's parameters through the multi-tensor ops
+// (ops/multi_tensor.h, Note [Multi-tensor ops]), one call per (device, dtype)
+// bucket; clip_grad_norm and all_finite likewise make one call per list. On
+// the CPU that is a fused loop over the raw data, run with kiln::parallel_for
+// (Note [Deterministic chunking]): results do not depend on the thread count.
+// On CUDA it is a few multi-tensor kernel launches (cuda/optim_kernels.cu),
+// the CPU loops' statements with the same roundings. SGD keeps its own fused
+// CPU loop (optim/sgd.cpp). The generic path (set_force_generic_update, or any
 // other device) is the same formula written with kiln tensor ops (mul_, add_,
 // sqrt, div, ... under NoGradGuard), statement by statement in the fused
 // loop's order, with every scalar rounded to the parameter's dtype as the
@@ -130,8 +131,9 @@ class Optimizer {
   // Updates one parameter from its gradient (both contiguous, same shape,
   // dtype and device). state.step is already incremented; on the first update
   // (state.step == 1) the buffers are undefined and the update creates them,
-  // on the parameter's device. Chooses the fused or the generic path with
-  // detail::use_fused_update() in optim/update_loop.h (Note [Fused and generic
+  // on the parameter's device. Chooses the fused (SGD) or multi-tensor (AdamW,
+  // LAMB) path or the generic one with detail::use_fused_update() /
+  // use_multi_tensor_update() in optim/update_loop.h (Note [Fused and generic
   // updates]).
   virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) = 0;
 
@@ -142,8 +144,8 @@ class Optimizer {
     ParamState* state;
   };
   // Updates a group's parameters that have gradients, in order. The default
-  // calls update() for each; AdamW and LAMB override it to send the CUDA
-  // parameters to multi-tensor kernels (cuda/optim_kernels.cu) in one go.
+  // calls update() for each; AdamW and LAMB override it to send each (device,
+  // dtype) bucket of parameters to one multi-tensor op (ops/multi_tensor.h).
   virtual void update_group(const ParamGroup& group, const std::vector<UpdateItem>& items);
 
  private:
@@ -159,7 +161,7 @@ class Optimizer {
 // For tests only: true makes every optimizer update, clip_grad_norm /
 // grad_norm and all_finite take the generic (tensor-op) path for CPU and CUDA
 // tensors too, so tests can compare it with the fused CPU loops and the
-// multi-tensor CUDA kernels (Note [Fused and generic updates]). Process-wide;
+// multi-tensor ops (Note [Fused and generic updates]). Process-wide;
 // default false. Not for production use.
 void set_force_generic_update(bool on);
 bool force_generic_update();

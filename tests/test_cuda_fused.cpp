@@ -6,7 +6,8 @@
 //    epilogue and linear_gelu (forward and backward, float32 and bfloat16,
 //    erf and tanh forms) against the CPU; the multi-tensor AdamW and LAMB
 //    steps, the gradient norm and the non-finite check of
-//    cuda/optim_kernels.cu against the CPU loops they mirror.
+//    cuda/optim_kernels.cu (the multi-tensor ops' CUDA bodies, Note
+//    [Multi-tensor ops]) against the CPU loops they mirror.
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -263,8 +264,8 @@ TEST(CudaFused, MultiTensorNormMatchesTheCpu) {
       EXPECT_NEAR(g, c, 1e-11 * c) << "norm_type " << type;  // float64 sums in another order
       std::vector<Tensor> grads;
       for (const Tensor& p : gp) grads.push_back(p.grad());
-      EXPECT_EQ(cuda::multi_tensor_norm(grads, type), g);  // what grad_norm took
-      EXPECT_EQ(cuda::multi_tensor_norm(grads, type), g);  // deterministic
+      EXPECT_EQ(multi_tensor_norm(grads, type).item<double>(), g);  // what grad_norm took
+      EXPECT_EQ(multi_tensor_norm(grads, type).item<double>(), g);  // deterministic
     }
     const double c = optim::clip_grad_norm(cp, 1.0), g = optim::clip_grad_norm(gp, 1.0);
     EXPECT_NEAR(g, c, 1e-11 * c);
@@ -280,11 +281,11 @@ TEST(CudaFused, NonFiniteCheckFindsInfAndNaN) {
                        std::numeric_limits<double>::quiet_NaN()}) {
       std::vector<Tensor> grads;
       for (const Shape& s : std::vector<Shape>{{5}, {16384}, {3, 7001}}) grads.push_back(rnd(s, 50, dt).to(kGpu));
-      EXPECT_TRUE(cuda::multi_tensor_all_finite(grads));
+      EXPECT_TRUE(multi_tensor_all_finite(grads).item<bool>());
       EXPECT_TRUE(optim::all_finite(grads));
       Tensor last = grads.back();
       last.view({last.numel()}).narrow(0, last.numel() - 1, 1).fill_(bad);  // the last element of the last tensor
-      EXPECT_FALSE(cuda::multi_tensor_all_finite(grads));
+      EXPECT_FALSE(multi_tensor_all_finite(grads).item<bool>());
       EXPECT_FALSE(optim::all_finite(grads));
       std::vector<Tensor> cpu;
       for (const Tensor& g : grads) cpu.push_back(g.to(kCPU));

@@ -1,9 +1,11 @@
 // The CPU Backend: forwards each device-interface method to its kernel body in
 // core/cpu/, and the backend registry that maps a Device to its Backend.
+#include <cmath>
 #include <cstring>
 #include <mutex>
 
 #include "core/cpu/cpu_kernels.h"
+#include "core/gemm_plan.h"
 
 namespace kiln {
 namespace {
@@ -60,6 +62,22 @@ class CpuBackend final : public Backend {
   void normal(const Tensor& o, double m, double s, PhiloxState st) override { cpu::normal(o, m, s, st); }
   void bernoulli(const Tensor& o, double p, PhiloxState st) override { cpu::bernoulli(o, p, st); }
   void randint(const Tensor& o, int64_t lo, int64_t hi, PhiloxState st) override { cpu::randint(o, lo, hi, st); }
+  void multi_tensor_adamw(const std::vector<Tensor>& p, const std::vector<Tensor>& g, const std::vector<Tensor>& m,
+                          const std::vector<Tensor>& v, const std::vector<int64_t>& steps, double lr, double wd,
+                          double beta1, double beta2, double eps) override {
+    cpu::multi_tensor_adamw(p, g, m, v, steps, lr, wd, beta1, beta2, eps);
+  }
+  void multi_tensor_lamb(const std::vector<Tensor>& p, const std::vector<Tensor>& g, const std::vector<Tensor>& m,
+                         const std::vector<Tensor>& v, const std::vector<int64_t>& steps, double lr, double wd,
+                         double beta1, double beta2, double eps, bool bias_correction) override {
+    cpu::multi_tensor_lamb(p, g, m, v, steps, lr, wd, beta1, beta2, eps, bias_correction);
+  }
+  void multi_tensor_norm(const Tensor& o, const std::vector<Tensor>& ts, double norm_type) override {
+    cpu::multi_tensor_norm(o, ts, norm_type);
+  }
+  void multi_tensor_all_finite(const Tensor& o, const std::vector<Tensor>& ts) override {
+    cpu::multi_tensor_all_finite(o, ts);
+  }
   bool has_fused_attention() const override { return true; }
   void addmm(const Tensor& o, const Tensor& a, const Tensor& b, const Tensor& bias) override {
     if (o.dtype() == DType::Float32) cpu::addmm(o, a, b, bias);
@@ -125,11 +143,37 @@ void Backend::scaled_masked_softmax(const Tensor&, const Tensor&, const Tensor&,
 }
 
 void Backend::addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
-  auto as3 = [](const Tensor& t) {
-    return make_tensor(t.storage(), {1, t.size(0), t.size(1)}, {0, t.stride(0), t.stride(1)}, t.offset(), t.dtype());
-  };
-  matmul(as3(out), as3(a), as3(b));
+  matmul(matrix_as_batch(out), matrix_as_batch(a), matrix_as_batch(b));
   binary(BinaryOp::Add, out, out, make_tensor(bias.storage(), out.sizes(), {0, bias.stride(0)}, bias.offset(), bias.dtype()));
+}
+
+// Tensor by tensor: |x| in float64, then max, or the sum of squares (order 2)
+// or of |x|^p, into a running total on this device; the root at the end.
+void Backend::multi_tensor_norm(const Tensor& out, const std::vector<Tensor>& tensors, double norm_type) {
+  const bool inf = std::isinf(norm_type);
+  const Device dev = out.device();
+  auto flat = [](const Tensor& t) { return make_tensor(t.storage(), {t.numel()}, {1}, t.offset(), t.dtype()); };
+  auto constant = [&](double v, int64_t n) {  // v broadcast to (n)
+    Tensor s = empty_tensor({}, DType::Float64, dev);
+    fill(s, v);
+    return make_tensor(s.storage(), {n}, {0}, s.offset(), DType::Float64);
+  };
+  const Tensor total = flat(out);  // (1)
+  fill(total, 0.0);
+  Tensor part = empty_tensor({1}, DType::Float64, dev);
+  for (const Tensor& t : tensors) {
+    const int64_t n = t.numel();
+    if (n == 0) continue;  // adds 0 (max: 0, the starting value)
+    Tensor x = empty_tensor({n}, DType::Float64, dev);
+    copy(x, flat(t));
+    unary(UnaryOp::Abs, x, x);
+    if (!inf) binary(norm_type == 2.0 ? BinaryOp::Mul : BinaryOp::Pow, x, x, norm_type == 2.0 ? x : constant(norm_type, n));
+    reduce(inf ? ReduceOp::Max : ReduceOp::Sum, part, x, {0});
+    binary(inf ? BinaryOp::Maximum : BinaryOp::Add, total, total, part);
+  }
+  if (inf) return;
+  if (norm_type == 2.0) unary(UnaryOp::Sqrt, total, total);
+  else binary(BinaryOp::Pow, total, total, constant(1.0 / norm_type, 1));
 }
 
 bool is_comparison(BinaryOp op) {

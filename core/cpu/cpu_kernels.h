@@ -74,4 +74,16 @@ void normal(const Tensor& out, double mean, double std, PhiloxState st);
 void bernoulli(const Tensor& out, double p, PhiloxState st);
 void randint(const Tensor& out, int64_t lo, int64_t hi, PhiloxState st);
 
+// multi_tensor.cpp (Note [Multi-tensor ops], ops/multi_tensor.h)
+void multi_tensor_adamw(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                        const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
+                        double eps);
+void multi_tensor_lamb(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                       const std::vector<int64_t>& steps, double lr, double weight_decay, double beta1, double beta2,
+                       double eps, bool bias_correction);
+void multi_tensor_norm(const Tensor& out, const std::vector<Tensor>& tensors, double norm_type);
+void multi_tensor_all_finite(const Tensor& out, const std::vector<Tensor>& tensors);
+
 }  // namespace kiln::cpu

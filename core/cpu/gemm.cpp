@@ -2,12 +2,15 @@
 // than Eigen's own product on these machines: docs/performance.md); float16 and
 // bfloat16 are widened to float32, multiplied, and rounded once; integers use
 // Eigen. sgemm() is the single place that decides how float32 GEMM runs.
+// Operands reach BLAS through gemm_operand (core/gemm_plan.h, shared with
+// cuBLASLt): transposed views as transposed operands, copies only when needed.
 #include <cblas.h>
 
 #include <Eigen/Core>
 #include <vector>
 
 #include "core/cpu/cpu_kernels.h"
+#include "core/gemm_plan.h"
 #include "core/parallel.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -15,40 +18,9 @@ extern "C" void openblas_set_num_threads(int);
 namespace kiln::cpu {
 namespace {
 
-// A (M, K) matrix view of batch entry `b` of a 3-D tensor, as BLAS sees it:
-// row-major with leading dim ld, or transposed (column-major) when trans.
-struct MatView {
-  const char* base;
-  int64_t batch_stride;  // bytes
-  bool trans;
-  int64_t ld;
-};
-
-// Returns false when neither of the last two dims has unit stride.
-bool blas_view(const Tensor& t, MatView& v) {
-  const int64_t rows = t.size(1), cols = t.size(2);
-  const int64_t s_r = t.stride(1), s_c = t.stride(2);
-  v.base = static_cast<const char*>(t.raw_data());
-  v.batch_stride = t.stride(0) * static_cast<int64_t>(t.element_size());
-  if ((s_c == 1 || cols == 1) && s_r >= std::max<int64_t>(cols, 1)) {
-    v.trans = false;
-    v.ld = std::max<int64_t>(s_r, 1);
-    return true;
-  }
-  if ((s_r == 1 || rows == 1) && s_c >= std::max<int64_t>(rows, 1)) {
-    v.trans = true;
-    v.ld = std::max<int64_t>(s_c, 1);
-    return true;
-  }
-  return false;
-}
-
-Tensor as_blas_operand(const Tensor& t, DType dtype, MatView& v) {
-  if (t.dtype() == dtype && blas_view(t, v)) return t;
-  Tensor c = empty_tensor(t.sizes(), dtype, t.device());
-  copy(c, t);
-  blas_view(c, v);
-  return c;
+// An operand as BLAS takes it (core/gemm_plan.h), with the CPU's copy kernel.
+Tensor blas_operand(const Tensor& t, DType dtype, GemmOperand& v) {
+  return gemm_operand(t, dtype, v, [](const Tensor& d, const Tensor& s) { copy(d, s); });
 }
 
 // Note [GEMM threading] (below): OpenBLAS itself always runs single-threaded.
@@ -63,17 +35,19 @@ void blas_single_threaded() {
 template <typename T>
 void blas_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t Bt = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
-  MatView va{}, vb{};
-  Tensor ta = as_blas_operand(a, dtype_of<T>(), va);
-  Tensor tb = as_blas_operand(b, dtype_of<T>(), vb);
+  GemmOperand va, vb;
+  const Tensor ta = blas_operand(a, dtype_of<T>(), va);
+  const Tensor tb = blas_operand(b, dtype_of<T>(), vb);
+  const T* a_data = static_cast<const T*>(ta.raw_data());
+  const T* b_data = static_cast<const T*>(tb.raw_data());
   T* c = out.data_ptr<T>();
   blas_single_threaded();
   // Batch entries are independent products: run them side by side (each one
   // single-threaded inside, Note [GEMM threading]).
   parallel_for(Bt, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t i = b0; i < b1; ++i) {
-      const T* A = reinterpret_cast<const T*>(va.base + i * va.batch_stride);
-      const T* B = reinterpret_cast<const T*>(vb.base + i * vb.batch_stride);
+      const T* A = a_data + i * va.batch_stride;
+      const T* B = b_data + i * vb.batch_stride;
       T* C = c + i * M * N;
       if constexpr (std::is_same_v<T, float>) {
         sgemm(va.trans, vb.trans, M, N, K, A, va.ld, B, vb.ld, C, N);
@@ -220,20 +194,17 @@ void dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const do
 
 void addmm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   const int64_t M = out.size(0), N = out.size(1), K = a.size(1);
-  auto as3 = [](const Tensor& t) {  // (R, C) as a batch of one
-    return make_tensor(t.storage(), {1, t.size(0), t.size(1)}, {0, t.stride(0), t.stride(1)}, t.offset(), t.dtype());
-  };
-  MatView va{}, vb{};
-  Tensor ta = as_blas_operand(as3(a), DType::Float32, va);
-  Tensor tb = as_blas_operand(as3(b), DType::Float32, vb);
+  GemmOperand va, vb;
+  const Tensor ta = blas_operand(matrix_as_batch(a), DType::Float32, va);
+  const Tensor tb = blas_operand(matrix_as_batch(b), DType::Float32, vb);
   float* c = out.data_ptr<float>();
   const float* bi = bias.data_ptr<float>();
   parallel_for(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t j = 0; j < N; ++j) c[r * N + j] = bi[j];
   });
-  sgemm(va.trans, vb.trans, M, N, K, reinterpret_cast<const float*>(va.base), va.ld,
-        reinterpret_cast<const float*>(vb.base), vb.ld, c, N, /*accumulate=*/true);
+  sgemm(va.trans, vb.trans, M, N, K, static_cast<const float*>(ta.raw_data()), va.ld,
+        static_cast<const float*>(tb.raw_data()), vb.ld, c, N, /*accumulate=*/true);
 }
 
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {

@@ -1,9 +1,9 @@
 // CPU reductions: sum, max, min, argmax over any set of dims.
 //
-// Two layouts are handled directly: "inner" (the reduced elements of each
-// output are contiguous: a row reduction) and "outer" (the reduced dims lead a
-// contiguous tensor: out[k] = sum_r in[r, k], e.g. a bias gradient). Anything
-// else is first copied into the inner layout. Sums accumulate in compute type
+// The layout comes from plan_reduce (core/reduce_plan.h, shared with CUDA):
+// "rows" (the reduced elements of each output contiguous, after a copy when
+// the permuted view is not) or "columns" (the reduced dims lead a contiguous
+// tensor: out[k] = sum_r in[r, k], e.g. a bias gradient). Sums accumulate in compute type
 // (float for 16-bit floats) with 8 independent lanes; parallel work is split
 // over outputs only, so results never depend on the thread count.
 #include <cmath>
@@ -12,6 +12,7 @@
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/parallel.h"
+#include "core/reduce_plan.h"
 
 namespace kiln::cpu {
 namespace {
@@ -93,52 +94,28 @@ void sum_outer(const Tensor& out, const T* in, int64_t R, int64_t K) {
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Shape& dims) {
-  const int64_t nd = in.dim();
-  std::vector<bool> reduced(static_cast<size_t>(nd), false);
-  for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
-  int64_t R = 1;
-  for (int64_t d = 0; d < nd; ++d)
-    if (reduced[static_cast<size_t>(d)]) R *= in.size(d);
-  const int64_t K = out.numel();
-  KILN_CHECK(out.is_contiguous(), "internal: reduce output must be contiguous");
-  if (R == 0 || in.numel() == 0) {
-    KILN_CHECK(op == ReduceOp::Sum, "reduce: cannot take max/min/argmax over an empty dimension of ",
-               shape_str(in.sizes()));
-    fill(out, 0.0);
-    return;
-  }
-  // outer layout: contiguous input whose reduced dims are exactly the leading ones
-  if (op == ReduceOp::Sum && in.is_contiguous()) {
-    int64_t lead = 0;
-    while (lead < nd && reduced[static_cast<size_t>(lead)]) ++lead;
-    bool rest_kept = true;
-    for (int64_t d = lead; d < nd; ++d) rest_kept = rest_kept && !reduced[static_cast<size_t>(d)];
-    if (lead > 0 && rest_kept && K > 1) {
+  const ReducePlan plan = plan_reduce(op, out, in, dims);
+  switch (plan.layout) {
+    case ReducePlan::Layout::Empty:
+      fill(out, 0.0);
+      return;
+    case ReducePlan::Layout::Columns:
       dispatch_all(in.dtype(), "sum", [&](auto tag) {
         using T = typename decltype(tag)::type;
         if constexpr (std::is_same_v<T, bool>) fail("sum: bool tensors must be cast first");
-        else sum_outer<T>(out, in.data_ptr<T>(), R, K);
+        else sum_outer<T>(out, in.data_ptr<T>(), plan.R, plan.K);
+      });
+      return;
+    case ReducePlan::Layout::Rows: {
+      const Tensor src = contiguous_rows(plan, [](const Tensor& d, const Tensor& s) { copy(d, s); });
+      dispatch_all(in.dtype(), "reduce", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, bool>) fail("reduce: bool tensors must be cast first");
+        else reduce_inner<T>(op, out, src.data_ptr<T>(), plan.K, plan.R);
       });
       return;
     }
   }
-  // inner layout: permute kept dims first, reduced dims last, then contiguous
-  Shape perm;
-  for (int64_t d = 0; d < nd; ++d) if (!reduced[static_cast<size_t>(d)]) perm.push_back(d);
-  for (int64_t d = 0; d < nd; ++d) if (reduced[static_cast<size_t>(d)]) perm.push_back(d);
-  Shape ps, pst;
-  for (int64_t d : perm) { ps.push_back(in.size(d)); pst.push_back(in.stride(d)); }
-  Tensor permuted = make_tensor(in.storage(), ps, pst, in.offset(), in.dtype());
-  Tensor src = permuted;
-  if (!permuted.is_contiguous()) {
-    src = empty_tensor(ps, in.dtype(), in.device());
-    copy(src, permuted);
-  }
-  dispatch_all(in.dtype(), "reduce", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, bool>) fail("reduce: bool tensors must be cast first");
-    else reduce_inner<T>(op, out, src.data_ptr<T>(), K, R);
-  });
 }
 
 }  // namespace kiln::cpu
