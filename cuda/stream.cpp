@@ -3,6 +3,7 @@
 // cuda/cuda.h forward here) and DeviceGuard (cuda/kernels.cuh). Every CUDA
 // call is checked: failures are kiln::Error naming the call, file and line.
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "cuda/kernels.cuh"
@@ -103,17 +104,46 @@ Stream CudaRuntime::default_stream(int device) {
   return s;
 }
 
+// Note [Stream pool]
+// ~~~~~~~~~~~~~~~~~~
+// Stream::create() hands out the device's pooled streams in turn (kPoolSize
+// per priority, made on first use) and never destroys one. A stream that
+// was destroyed while the caching allocator still held a record_stream use
+// of it made the allocator record its free() event on a dead handle
+// (cudaErrorInvalidResourceHandle; found on the emulated device, docs/gpu.md
+// "Findings"): the allocator keeps stream ids, not owners. PyTorch's streams
+// come from such a pool for the same reason; creating one costs nothing.
+namespace {
+constexpr int kPoolSize = 32;
+constexpr int kPoolDevices = 64;
+struct StreamPool {
+  std::mutex mu;
+  cudaStream_t streams[2][kPoolSize] = {};
+  std::atomic<unsigned> next[2] = {0, 0};
+};
+StreamPool& stream_pool(int device) {
+  static StreamPool pools[kPoolDevices];
+  KILN_CHECK(device >= 0 && device < kPoolDevices, "cuda: device ", device, " is past the ", kPoolDevices,
+             " devices kiln's stream pool serves");
+  return pools[device];
+}
+}  // namespace
+
 Stream CudaRuntime::stream_create(int device, bool high_priority) {
   Stream s;
   s.device_ = resolve(device);
-  detail::DeviceGuard guard(s.device_);
-  int least = 0, greatest = 0;
-  KILN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  cudaStream_t handle = nullptr;
-  KILN_CUDA_CHECK(cudaStreamCreateWithPriority(&handle, cudaStreamNonBlocking, high_priority ? greatest : least));
-  s.handle_ = handle;
-  // Destroying a stream with queued work is allowed: it is released once the work completes.
-  s.owner_ = std::shared_ptr<void>(handle, [](void* h) { (void)cudaStreamDestroy(static_cast<cudaStream_t>(h)); });
+  StreamPool& pool = stream_pool(s.device_);
+  const int p = high_priority ? 1 : 0;
+  const unsigned slot = pool.next[p].fetch_add(1, std::memory_order_relaxed) % kPoolSize;
+  std::lock_guard<std::mutex> lock(pool.mu);
+  if (pool.streams[p][slot] == nullptr) {
+    detail::DeviceGuard guard(s.device_);
+    int least = 0, greatest = 0;
+    KILN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    KILN_CUDA_CHECK(cudaStreamCreateWithPriority(&pool.streams[p][slot], cudaStreamNonBlocking,
+                                                 high_priority ? greatest : least));
+  }
+  s.handle_ = pool.streams[p][slot];
   return s;
 }
 

@@ -36,9 +36,11 @@ class Stream {
   Stream() = default;
   // The default (legacy) stream of `device`; -1: the calling thread's current CUDA device.
   static Stream default_stream(int device = -1);
-  // A new stream on `device` that does not synchronise with the default
-  // stream (cudaStreamNonBlocking). It is destroyed when the last copy of
-  // this Stream goes (work still queued on it completes first).
+  // A stream on `device` that does not synchronise with the default stream
+  // (cudaStreamNonBlocking), from the device's pool (Note [Stream pool] in
+  // cuda/stream.cpp): 32 streams per priority, handed out in turn and never
+  // destroyed, as PyTorch's, so every use the allocator or an event recorded
+  // on it stays valid.
   static Stream create(int device = -1, bool high_priority = false);
   // Wraps a stream made elsewhere (not owned).
   static Stream wrap(void* cuda_stream, int device);
@@ -60,7 +62,6 @@ class Stream {
   friend class CudaRuntime;
   int device_ = 0;
   void* handle_ = nullptr;
-  std::shared_ptr<void> owner_;  // set for streams made by create()
 };
 
 // A CUDA event: a point in a stream's work. Created on first record(), on
