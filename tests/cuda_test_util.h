@@ -19,6 +19,16 @@
 #include "kiln.h"
 #include "test_util.h"
 
+// On the emulated device (KILN_CUDA=EMU, Note [Emulated CUDA device] in
+// cuda/emu/emu.h) kernels run on the CPU under ASan + UBSan: a test whose
+// shape matters only on a real GPU (to fill it, or to want a workspace)
+// picks a small one there.
+#if defined(KILN_CUDA_EMU)
+inline constexpr bool kEmulatedCuda = true;
+#else
+inline constexpr bool kEmulatedCuda = false;
+#endif
+
 // Skips the test when there is no GPU (no device, no driver) or kiln was
 // built without CUDA, so CI stays green. With KILN_REQUIRE_CUDA=1 in the
 // environment (tools/gpu_check.sh sets it) the same test fails instead: on

@@ -110,7 +110,8 @@ TEST(CudaFused, ScaledMaskedSoftmaxMatchesTheCpu) {
     const Tensor mask = tensor(m, {B, 1, 1, T}, TensorOptions(DType::Float32)).to(dt);
     const Tensor x = rnd({B, NH, T, T}, 32, dt, 4.0), dy = rnd({B, NH, T, T}, 33, dt);
     auto run = [&](Device d, const Tensor& msk) {
-      Tensor xd = x.to(d).requires_grad_();
+      // detach: x.to(kCPU) is x itself, which must not become a leaf that requires grad
+      Tensor xd = x.to(d).detach().requires_grad_();
       Tensor y = scaled_masked_softmax(xd, 0.125, msk.defined() ? msk.to(d) : msk);
       y.backward(dy.to(d));
       return std::pair<Tensor, Tensor>{y.detach().to(kCPU), xd.grad().to(kCPU)};
