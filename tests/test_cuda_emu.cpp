@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda.h"
 #include "cuda/launch.cuh"
 
 namespace {
@@ -228,6 +229,18 @@ TEST(CudaEmu, StreamsRunDeferredUntilWaitedOn) {
   EXPECT_EQ(cudaStreamDestroy(b), cudaSuccess);
   cudaFree(x);
   cudaFree(y);
+}
+
+// `kiln info` on the emulated device: the versions it reports, and that
+// NVIDIA's libraries are stand-ins.
+TEST(CudaEmu, LibraryVersionsNameTheStandIns) {
+  std::string all;
+  for (const auto& [k, v] : kiln::cuda::library_versions()) all += k + ": " + v + "\n";
+  EXPECT_NE(all.find("CUDA runtime: 13.0"), std::string::npos) << all;
+  EXPECT_NE(all.find("CUDA driver: 13.0"), std::string::npos) << all;
+  EXPECT_NE(all.find("cuBLASLt: emulated"), std::string::npos) << all;
+  EXPECT_NE(all.find("cuDNN: none (emulated device"), std::string::npos) << all;
+  EXPECT_EQ(kiln::cuda::device_name(0).find("NVIDIA H200 (kiln emulated)"), 0u);
 }
 
 TEST(CudaEmu, CopiesPastAnAllocationAreRefused) {
