@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "cuda_test_util.h"
+#include "multi_tensor_util.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -22,42 +23,12 @@ using L = std::vector<Tensor>;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Tensor rnd(const Shape& shape, uint64_t seed, DType dtype, double scale = 1.0) {
-  Generator gen(seed);
-  return mul(randn(shape, TensorOptions(DType::Float64), &gen), scale).to(dtype);
-}
-
 // Around the kernels' chunks of 16384 elements, and an empty parameter.
 const std::vector<Shape> kShapes = {{1}, {7, 3}, {16384}, {16385}, {0}, {129, 129}, {3, 40000}};
 
-struct Lists {
-  L p, g, m, v;
-  std::vector<int64_t> steps;
-  Lists to(Device d) const {
-    Lists o;
-    for (size_t i = 0; i < p.size(); ++i) {
-      o.p.push_back(p[i].to(d).clone());
-      o.g.push_back(g[i].to(d).clone());
-      o.m.push_back(m[i].to(d).clone());
-      o.v.push_back(v[i].to(d).clone());
-    }
-    o.steps = steps;
-    return o;
-  }
-};
+using Lists = testing::ParamLists;
 
-Lists make_lists(DType dt, uint64_t seed) {
-  Lists l;
-  for (size_t i = 0; i < kShapes.size(); ++i) {
-    const uint64_t s = seed + 10 * i;
-    l.p.push_back(rnd(kShapes[i], s, dt));
-    l.g.push_back(rnd(kShapes[i], s + 1, dt, 0.1));
-    l.m.push_back(rnd(kShapes[i], s + 2, dt, 0.01));
-    l.v.push_back(abs(rnd(kShapes[i], s + 3, dt, 1e-4)));
-    l.steps.push_back(1 + 3 * static_cast<int64_t>(i));
-  }
-  return l;
-}
+Lists make_lists(DType dt, uint64_t seed) { return testing::make_param_lists(kShapes, dt, seed, 3); }
 
 void expect_close(const Lists& gpu, const Lists& cpu, double tol) {
   for (size_t i = 0; i < cpu.p.size(); ++i) {
@@ -105,13 +76,13 @@ L on(const L& ts, Device d) {
 
 TEST(CudaMultiTensor, NormMatchesTheCpu) {
   KILN_REQUIRE_CUDA();
-  const Tensor base = rnd({300, 200}, 300, DType::Float32), strided = base.transpose(0, 1);
+  const Tensor base = testing::seeded({300, 200}, 300, DType::Float32), strided = base.transpose(0, 1);
   const std::vector<std::pair<std::string, L>> cases = {
-      {"float32", {rnd({5}, 301, DType::Float32), rnd({16385}, 302, DType::Float32), zeros({0}),
-                   rnd({3, 40000}, 303, DType::Float32, 3.0)}},
-      {"float64", {rnd({7, 3}, 304, DType::Float64), rnd({70001}, 305, DType::Float64)}},
-      {"mixed dtypes", {rnd({100}, 306, DType::Float32), rnd({20000}, 307, DType::Float64)}},
-      {"strided", {strided, rnd({9}, 308, DType::Float32)}},
+      {"float32", {testing::seeded({5}, 301, DType::Float32), testing::seeded({16385}, 302, DType::Float32), zeros({0}),
+                   testing::seeded({3, 40000}, 303, DType::Float32, 3.0)}},
+      {"float64", {testing::seeded({7, 3}, 304, DType::Float64), testing::seeded({70001}, 305, DType::Float64)}},
+      {"mixed dtypes", {testing::seeded({100}, 306, DType::Float32), testing::seeded({20000}, 307, DType::Float64)}},
+      {"strided", {strided, testing::seeded({9}, 308, DType::Float32)}},
   };
   for (const auto& [name, cpu] : cases) {
     SCOPED_TRACE(name);
@@ -134,7 +105,7 @@ TEST(CudaMultiTensor, NormPropagatesInfAndNaN) {
   for (DType dt : {DType::Float32, DType::Float64}) {
     for (double bad : {kInf, -kInf, kNaN}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::to_string(bad));
-      L ts = {rnd({5}, 400, dt), rnd({3, 7001}, 401, dt), rnd({70001}, 402, dt)};
+      L ts = {testing::seeded({5}, 400, dt), testing::seeded({3, 7001}, 401, dt), testing::seeded({70001}, 402, dt)};
       ts[1].view({ts[1].numel()}).narrow(0, 12345, 1).fill_(bad);
       const L gpu = on(ts, kGpu);
       for (double p : {2.0, kInf, 1.0}) {
@@ -151,7 +122,7 @@ TEST(CudaMultiTensor, AllFiniteMatchesTheCpu) {
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     SCOPED_TRACE(dtype_name(dt));
     for (double bad : {kInf, -kInf, kNaN}) {
-      L ts = {rnd({5}, 500, dt), rnd({16384}, 501, dt), rnd({3, 7001}, 502, dt),
+      L ts = {testing::seeded({5}, 500, dt), testing::seeded({16384}, 501, dt), testing::seeded({3, 7001}, 502, dt),
               zeros({4}, TensorOptions(DType::Int64))};
       L gpu = on(ts, kGpu);
       const Tensor ok = multi_tensor_all_finite(gpu);
@@ -169,7 +140,7 @@ TEST(CudaMultiTensor, AllFiniteMatchesTheCpu) {
 
 TEST(CudaMultiTensor, ListsOnTwoDevicesAreRefused) {
   KILN_REQUIRE_CUDA();
-  const Tensor c = rnd({3}, 600, DType::Float32), g = c.to(kGpu);
+  const Tensor c = testing::seeded({3}, 600, DType::Float32), g = c.to(kGpu);
   EXPECT_KILN_ERROR(multi_tensor_norm({c, g}, 2.0), "multi_tensor_norm", "same device", "tensor 1");
   EXPECT_KILN_ERROR(multi_tensor_all_finite({g, c}), "multi_tensor_all_finite", "same device");
   EXPECT_KILN_ERROR(multi_tensor_adamw_({g}, {c}, {zeros_like(g)}, {zeros_like(g)}, {1}, 1e-2, 0.0, 0.9, 0.999, 1e-8),

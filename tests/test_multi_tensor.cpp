@@ -17,6 +17,7 @@
 #include "optim/clip_grad.h"
 #include "optim/grad_scaler.h"
 #include "optim/lamb.h"
+#include "multi_tensor_util.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -28,46 +29,15 @@ using L = std::vector<Tensor>;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Tensor rnd(const Shape& shape, uint64_t seed, DType dtype, double scale = 1.0) {
-  Generator gen(seed);
-  return mul(randn(shape, TensorOptions(DType::Float64), &gen), scale).to(dtype);
-}
-
 // Sizes around the blocked loops' cuts (core/block_loop.h: blocks of 2048,
 // chunks of 65536) and the CUDA kernels' chunks of 16384.
 const std::vector<Shape> kShapes = {{1}, {7, 3}, {2049}, {16385}, {129, 129}, {70001}};
 
-struct Lists {
-  L p, g, m, v;
-  std::vector<int64_t> steps;
-};
+using Lists = testing::ParamLists;
 
-// Parameters, gradients and moments (v >= 0) as after a few steps; parameter i
-// at update count 1 + 2i.
-Lists make_lists(DType dt, uint64_t seed) {
-  Lists l;
-  for (size_t i = 0; i < kShapes.size(); ++i) {
-    const uint64_t s = seed + 10 * i;
-    l.p.push_back(rnd(kShapes[i], s, dt));
-    l.g.push_back(rnd(kShapes[i], s + 1, dt, 0.1));
-    l.m.push_back(rnd(kShapes[i], s + 2, dt, 0.01));
-    l.v.push_back(abs(rnd(kShapes[i], s + 3, dt, 1e-4)));
-    l.steps.push_back(1 + 2 * static_cast<int64_t>(i));
-  }
-  return l;
-}
+Lists make_lists(DType dt, uint64_t seed) { return testing::make_param_lists(kShapes, dt, seed, 2); }
 
-Lists clone_lists(const Lists& a) {
-  Lists b;
-  for (size_t i = 0; i < a.p.size(); ++i) {
-    b.p.push_back(a.p[i].clone());
-    b.g.push_back(a.g[i].clone());
-    b.m.push_back(a.m[i].clone());
-    b.v.push_back(a.v[i].clone());
-  }
-  b.steps = a.steps;
-  return b;
-}
+Lists clone_lists(const Lists& a) { return a.to(kCPU); }
 
 // max |got - want| / max |want|: the error relative to the tensor's scale.
 double scaled_error(const Tensor& got, const Tensor& want) {
@@ -149,7 +119,7 @@ TEST(MultiTensor, AdamWListEqualsOneAtATimeAndTheFormula) {
 // gradient at step 1, so update counts differ afterwards.
 std::vector<Tensor> make_params(DType dt) {
   std::vector<Tensor> ps;
-  for (size_t i = 0; i < kShapes.size(); ++i) ps.push_back(rnd(kShapes[i], 300 + i, dt).requires_grad_());
+  for (size_t i = 0; i < kShapes.size(); ++i) ps.push_back(testing::seeded(kShapes[i], 300 + i, dt).requires_grad_());
   return ps;
 }
 void set_grads(const std::vector<Tensor>& ps, int s) {
@@ -159,7 +129,7 @@ void set_grads(const std::vector<Tensor>& ps, int s) {
       p.zero_grad();
       continue;
     }
-    p.mutable_grad() = rnd(p.sizes(), 400 + 10 * static_cast<uint64_t>(s) + i, p.dtype(), 0.1);
+    p.mutable_grad() = testing::seeded(p.sizes(), 400 + 10 * static_cast<uint64_t>(s) + i, p.dtype(), 0.1);
   }
 }
 
@@ -312,7 +282,7 @@ TEST(MultiTensor, NormOfAListMatchesFloat64References) {
   for (DType dt : {DType::Float32, DType::Float64}) {
     SCOPED_TRACE(dtype_name(dt));
     L ts;
-    for (size_t i = 0; i < kShapes.size(); ++i) ts.push_back(rnd(kShapes[i], 600 + i, dt, 1.0 + i));
+    for (size_t i = 0; i < kShapes.size(); ++i) ts.push_back(testing::seeded(kShapes[i], 600 + i, dt, 1.0 + i));
     for (double p : {2.0, 1.0, 3.0, 0.5, kInf}) {
       const Tensor n = multi_tensor_norm(ts, p);
       EXPECT_EQ(n.dim(), 0);
@@ -335,7 +305,7 @@ TEST(MultiTensor, NormOfAListMatchesFloat64References) {
 }
 
 TEST(MultiTensor, NormTakesAnyStridesMixedDtypesAndEmptyTensors) {
-  const Tensor a = rnd({40, 30}, 700, DType::Float32), b = rnd({1000}, 701, DType::Float64);
+  const Tensor a = testing::seeded({40, 30}, 700, DType::Float32), b = testing::seeded({1000}, 701, DType::Float64);
   const Tensor at = a.transpose(0, 1);  // not contiguous
   const Tensor empty = zeros({0, 3}, TensorOptions(DType::Float32));
   for (double p : {2.0, 1.0, kInf}) {
@@ -352,7 +322,7 @@ TEST(MultiTensor, NormPropagatesInfAndNaN) {
   for (DType dt : {DType::Float32, DType::Float64}) {
     SCOPED_TRACE(dtype_name(dt));
     for (double bad : {kInf, -kInf, kNaN}) {
-      L ts = {rnd({5}, 800, dt), rnd({3, 7001}, 801, dt), rnd({70001}, 802, dt)};
+      L ts = {testing::seeded({5}, 800, dt), testing::seeded({3, 7001}, 801, dt), testing::seeded({70001}, 802, dt)};
       ts[1].view({ts[1].numel()}).narrow(0, 12345, 1).fill_(bad);
       for (double p : {2.0, 1.0, 3.0, kInf}) {
         const double n = multi_tensor_norm(ts, p).item<double>();
@@ -369,7 +339,7 @@ TEST(MultiTensor, AllFiniteFindsInfAndNaNInEveryFloatingDtype) {
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     SCOPED_TRACE(dtype_name(dt));
     for (double bad : {kInf, -kInf, kNaN}) {
-      L ts = {rnd({5}, 900, dt), rnd({16384}, 901, dt), rnd({3, 7001}, 902, dt),
+      L ts = {testing::seeded({5}, 900, dt), testing::seeded({16384}, 901, dt), testing::seeded({3, 7001}, 902, dt),
               zeros({4}, TensorOptions(DType::Int64))};
       const Tensor ok = multi_tensor_all_finite(ts);
       EXPECT_EQ(ok.dim(), 0);
@@ -400,7 +370,7 @@ TEST(MultiTensor, StepArgumentChecks) {
   g[2] = g[2].to(DType::Float64);
   EXPECT_KILN_ERROR(adamw(l.p, g, l.m, l.v, l.steps), "multi_tensor_adamw_", "grads[2]", "float32");
   g = l.g;
-  g[1] = rnd({3, 7}, 1, DType::Float32).transpose(0, 1);
+  g[1] = testing::seeded({3, 7}, 1, DType::Float32).transpose(0, 1);
   EXPECT_KILN_ERROR(adamw(l.p, g, l.m, l.v, l.steps), "multi_tensor_adamw_", "contiguous", "grads[1]");
   L m = l.m;
   m[3] = zeros({3});
@@ -424,13 +394,13 @@ TEST(MultiTensor, StepArgumentChecks) {
 }
 
 TEST(MultiTensor, NormAndAllFiniteArgumentChecks) {
-  const L ts = {rnd({3}, 1, DType::Float32), rnd({4}, 2, DType::Float32)};
+  const L ts = {testing::seeded({3}, 1, DType::Float32), testing::seeded({4}, 2, DType::Float32)};
   EXPECT_KILN_ERROR(multi_tensor_norm(ts, 0.0), "multi_tensor_norm", "norm_type must be > 0");
   EXPECT_KILN_ERROR(multi_tensor_norm(ts, -1.0), "multi_tensor_norm", "norm_type");
   EXPECT_KILN_ERROR(multi_tensor_norm(ts, kNaN), "multi_tensor_norm", "norm_type");
   EXPECT_KILN_ERROR(multi_tensor_norm({ts[0], ones({2}, TensorOptions(DType::Int64))}, 2.0), "multi_tensor_norm",
                     "float32 or float64", "tensor 1");
-  EXPECT_KILN_ERROR(multi_tensor_norm({ts[0], rnd({2}, 3, DType::BFloat16)}, 2.0), "multi_tensor_norm", "tensor 1");
+  EXPECT_KILN_ERROR(multi_tensor_norm({ts[0], testing::seeded({2}, 3, DType::BFloat16)}, 2.0), "multi_tensor_norm", "tensor 1");
   EXPECT_KILN_ERROR(multi_tensor_norm({ts[0], Tensor()}, 2.0), "multi_tensor_norm", "tensor 1 is an undefined tensor");
   EXPECT_KILN_ERROR(multi_tensor_all_finite({Tensor(), ts[0]}), "multi_tensor_all_finite",
                     "tensor 0 is an undefined tensor");
