@@ -44,6 +44,13 @@ inline constexpr bool kEmulatedCuda = false;
       GTEST_SKIP() << (why);                                                             \
     }                                                                                    \
   } while (0)
+// cuDNN's fused attention: a device, and not the emulated one (where cuDNN
+// cannot run and attention declines to the composite path, docs/gpu.md).
+#define KILN_REQUIRE_CUDNN()                                                              \
+  do {                                                                                   \
+    KILN_REQUIRE_CUDA();                                                                 \
+    if (kEmulatedCuda) GTEST_SKIP() << "cuDNN does not run on the emulated device";      \
+  } while (0)
 
 namespace kiln::testing {
 

@@ -125,7 +125,7 @@ TEST(CudaSdpa, CpuBackendDeclines) {
 }
 
 TEST(CudaSdpa, ForwardAndBackwardMatchCpuWithPaddingMask) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   const int64_t B = 2, T = 37, heads = 4, hs = 64, C = heads * hs;
   const Tensor mask = padding_mask({T, 29}, T);
   for (DType dt : {DType::BFloat16, DType::Float16}) {
@@ -153,7 +153,7 @@ TEST(CudaSdpa, ForwardAndBackwardMatchCpuWithPaddingMask) {
 // and the saved statistics are the logsumexp of the scaled, masked scores.
 // T = 37 runs in the 64 bucket: the statistics come back through the (.., Tb) scratch.
 TEST(CudaSdpa, BackendForwardRunsOnCudnnWithLogsumexpStats) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   const int64_t B = 3, heads = 2, hs = 32, C = heads * hs;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   for (const int64_t T : {64, 37})
@@ -187,7 +187,7 @@ TEST(CudaSdpa, BackendForwardRunsOnCudnnWithLogsumexpStats) {
 // dV[b, j, h, i] = the same mask transposed. T = 40 runs in the 64 bucket: a
 // weight of 1/40 (not about 1/64) shows the 24 padded keys get none.
 TEST(CudaSdpa, DropoutMaskIsUnbiasedReproducibleAndSharedWithBackward) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   const double p = 0.1;
   for (const auto& [B, T] : {std::pair<int64_t, int64_t>{2, 64}, std::pair<int64_t, int64_t>{4, 40}})
   for (DType dt : {DType::BFloat16, DType::Float16}) {
@@ -241,7 +241,7 @@ TEST(CudaSdpa, DropoutMaskIsUnbiasedReproducibleAndSharedWithBackward) {
 // Statistically the same attention as the CPU's with dropout: on random
 // inputs the mean output over many draws matches the no-dropout output.
 TEST(CudaSdpa, DropoutOutputMeanMatchesNoDropout) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   const int64_t B = 2, T = 128, heads = 4, hs = 64, C = heads * hs;
   for (DType dt : {DType::BFloat16, DType::Float16}) {
     SCOPED_TRACE(dtype_name(dt));
@@ -283,7 +283,7 @@ TEST(CudaSdpa, UnsupportedCasesFallBackAndMatchCpu) {
 // case cuDNN <= 9.15 gets wrong without a padding mask, Note [cuDNN version
 // rules]), in a bucket or not: outputs and gradients match the CPU.
 TEST(CudaSdpa, GradientsMatchCpuWithoutMaskAtLengthsOffTheTile) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   const int64_t B = 2, heads = 2, hs = 32, C = heads * hs;
   for (const int64_t T : {37, 100, 130})
   for (DType dt : {DType::BFloat16, DType::Float16}) {
@@ -311,7 +311,7 @@ TEST(CudaSdpa, GradientsMatchCpuWithoutMaskAtLengthsOffTheTile) {
 // (dQ, accumulated with atomics, to rounding), differ from the p = 0 run,
 // which matches the CPU.
 TEST(CudaSdpa, DropoutTrainingStepIsFiniteDeterministicAndPZeroMatchesCpu) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   const int64_t B = 2, T = 37, heads = 4, hs = 64, C = heads * hs;
   const Tensor mask = padding_mask({T, 30}, T);
   for (DType dt : {DType::BFloat16, DType::Float16}) {
@@ -342,7 +342,7 @@ TEST(CudaSdpa, DropoutTrainingStepIsFiniteDeterministicAndPZeroMatchesCpu) {
 // one problem to the plan cache and the others none, and every length still
 // matches the CPU (Note [cuDNN attention buckets]).
 TEST(CudaSdpa, LengthsInOneBucketShareOnePlan) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   if (!buckets_enabled()) GTEST_SKIP() << "this device/cuDNN has no ragged tensors: one plan per length";
   const int64_t B = 3, heads = 3, hs = 24, C = heads * hs;  // a shape no other test uses: a fresh problem
   const DType dt = DType::BFloat16;
@@ -366,7 +366,7 @@ TEST(CudaSdpa, LengthsInOneBucketShareOnePlan) {
 // and backward through the backend at once (the first run racing too), and
 // agree with the same calls made from one thread afterwards.
 TEST(CudaSdpa, TwoThreadsOnTheirOwnStreams) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   const int64_t B = 2, T = 50, heads = 5, hs = 16, C = heads * hs;
   const DType dt = DType::Float16;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
@@ -428,7 +428,7 @@ TEST(CudaSdpa, TwoThreadsOnTheirOwnStreams) {
 // dropout graph too, and matches the CPU's causal attention (which a
 // non-causal result would not).
 TEST(CudaSdpa, CausalSelfAttentionRunsOnCudnnAndMatchesCpu) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   const int64_t B = 2, heads = 2, hs = 32, C = heads * hs;
   for (const int64_t T : {37, 64, 130})
   for (DType dt : {DType::BFloat16, DType::Float16}) {
@@ -461,7 +461,7 @@ TEST(CudaSdpa, CausalSelfAttentionRunsOnCudnnAndMatchesCpu) {
 // masks] allows (no bias, cuDNN 9.6 on); the rest runs the composite on the
 // device. Every case matches the CPU.
 TEST(CudaSdpa, KeysOfTheirOwnLengthMatchCpu) {
-  KILN_REQUIRE_CUDA();
+  KILN_REQUIRE_CUDNN();
   const int64_t B = 2, heads = 2, hs = 32, C = heads * hs;
   for (const auto& [T, S] : {std::pair<int64_t, int64_t>{1, 7}, {3, 7}, {40, 100}})
   for (DType dt : {DType::BFloat16, DType::Float16})
