@@ -12,4 +12,4 @@ kiln_find_c_deps()
 # headers include, is linked publicly as well: CMakeLists.txt).
 add_library(kiln_deps_private INTERFACE)
 target_link_libraries(kiln_deps_private INTERFACE
-  Eigen3::Eigen nlohmann_json::nlohmann_json kiln::openblas kiln::utf8proc)
+  Eigen3::Eigen nlohmann_json::nlohmann_json kiln::openblas kiln::utf8proc kiln::onig)

@@ -1,0 +1,329 @@
+// Tokenizer (tokenizer.h): HF tokenizers' TokenizerImpl encode/decode flow
+// (tokenizer/mod.rs, pre_tokenizer.rs into_encoding, utils/truncation.rs,
+// utils/padding.rs). Loading is in tokenizer_json.cpp and tokenizer_files.cpp.
+#include "kiln/data/tokenizer/tokenizer.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace kiln::data {
+namespace {
+
+using tok::Encoding;
+using tok::PreTokenizedString;
+using tok::Span;
+using tok::Split;
+using tok::Token;
+
+// HF's BytesToCharOffsetConverter: byte offsets of `text` to code-point
+// offsets; an end at the very end maps past the last code point; offsets it
+// cannot map stay as they are.
+class CharOffsets {
+ public:
+  explicit CharOffsets(std::string_view text) : size_(text.size()) {
+    ascii_ = std::all_of(text.begin(), text.end(),
+                         [](char c) { return (static_cast<unsigned char>(c) & 0x80) == 0; });
+    if (ascii_) return;
+    char_of_byte_.resize(text.size());
+    uint32_t c = 0;
+    for (size_t i = 0; i < text.size();) {
+      const size_t b = i;
+      tok::decode_utf8(text, i);
+      for (size_t k = b; k < i && k < text.size(); ++k) char_of_byte_[k] = c;
+      ++c;
+    }
+  }
+  Span convert(Span o) const {
+    if (ascii_) return o;
+    if (o.begin < size_ && o.end < size_) return {char_of_byte_[o.begin], char_of_byte_[o.end]};
+    if (o.begin < size_) {
+      const size_t last = o.end >= 1 && o.end - 1 < size_ ? char_of_byte_[o.end - 1] : o.begin;
+      return {char_of_byte_[o.begin], last + 1};
+    }
+    return o;
+  }
+
+ private:
+  size_t size_;
+  bool ascii_ = true;
+  std::vector<uint32_t> char_of_byte_;
+};
+
+// HF's PreTokenizedString::tokenize_with_limit: with truncation on, splits
+// are tokenized (from the truncated side's opposite end) only until
+// max_tokens are reached; the rest are dropped before truncation proper.
+void tokenize_splits(PreTokenizedString& p, const tok::Model& model,
+                     std::optional<std::pair<size_t, TruncationParams::Direction>> limit) {
+  auto run = [&](Split& s) {
+    std::vector<Token> tokens;
+    model.tokenize(s.normalized.get(), tokens);
+    s.tokens = std::move(tokens);
+  };
+  std::vector<Split>& splits = p.splits();
+  if (!limit) {
+    for (Split& s : splits)
+      if (!s.tokens) run(s);
+    return;
+  }
+  size_t total = 0;
+  const size_t max_tokens = limit->first;
+  if (limit->second == TruncationParams::Direction::kRight) {
+    size_t last = 0;
+    for (size_t i = 0; i < splits.size(); ++i) {
+      const bool fresh = !splits[i].tokens;
+      if (fresh) run(splits[i]);
+      total += splits[i].tokens->size();
+      last = i + 1;
+      if (fresh && total >= max_tokens) break;
+    }
+    splits.resize(last);
+  } else {
+    size_t first = splits.size();
+    for (size_t i = splits.size(); i-- > 0;) {
+      const bool fresh = !splits[i].tokens;
+      if (fresh) run(splits[i]);
+      total += splits[i].tokens->size();
+      first = i;
+      if (fresh && total >= max_tokens) break;
+    }
+    splits.erase(splits.begin(), splits.begin() + static_cast<std::ptrdiff_t>(first));
+  }
+}
+
+Encoding into_encoding(const PreTokenizedString& p, int32_t type_id, const CharOffsets* chars) {
+  Encoding e;
+  const auto& splits = p.splits();
+  for (size_t idx = 0; idx < splits.size(); ++idx) {
+    const Split& s = splits[idx];
+    const size_t shift = s.normalized.original_shift();
+    for (const Token& t : *s.tokens) {
+      Span o = t.offsets;
+      if (auto r = s.normalized.normalized_to_original(t.offsets)) o = {shift + r->begin, shift + r->end};
+      if (chars) o = chars->convert(o);
+      e.ids.push_back(t.id);
+      e.tokens.push_back(t.value);
+      e.offsets.push_back(o);
+      e.word_ids.push_back(static_cast<int32_t>(idx));
+    }
+  }
+  const size_t n = e.ids.size();
+  e.type_ids.assign(n, type_id);
+  e.special_tokens_mask.assign(n, 0);
+  e.attention_mask.assign(n, 1);
+  e.sequence_ids.assign(n, -1);
+  return e;
+}
+
+tok::TruncateSide side(TruncationParams::Direction d) {
+  return d == TruncationParams::Direction::kLeft ? tok::TruncateSide::kLeft
+                                                 : tok::TruncateSide::kRight;
+}
+
+// HF's truncate_encodings.
+void truncate_pair(Encoding& a, std::optional<Encoding>& b, const TruncationParams& t,
+                   size_t max_length) {
+  if (max_length == 0) {
+    tok::truncate_encoding(a, 0, t.stride, side(t.direction));
+    if (b) tok::truncate_encoding(*b, 0, t.stride, side(t.direction));
+    return;
+  }
+  const size_t total = a.size() + (b ? b->size() : 0);
+  if (total <= max_length) return;
+  const size_t to_remove = total - max_length;
+  using S = TruncationParams::Strategy;
+  if (t.strategy == S::kLongestFirst) {
+    if (!b) {
+      tok::truncate_encoding(a, total - to_remove, t.stride, side(t.direction));
+      return;
+    }
+    size_t n1 = a.size(), n2 = b->size();
+    const bool swap = n1 > n2;
+    if (swap) std::swap(n1, n2);
+    n2 = n1 > max_length ? n1 : std::max(n1, max_length - n1);
+    if (n1 + n2 > max_length) {
+      n1 = max_length / 2;
+      n2 = n1 + max_length % 2;
+    }
+    if (swap) std::swap(n1, n2);
+    tok::truncate_encoding(a, n1, t.stride, side(t.direction));
+    tok::truncate_encoding(*b, n2, t.stride, side(t.direction));
+    return;
+  }
+  Encoding* target = &a;
+  if (t.strategy == S::kOnlySecond) {
+    KILN_CHECK(b.has_value(), "Truncation error: Second sequence not provided");
+    target = &*b;
+  }
+  KILN_CHECK(target->size() > to_remove,
+             "Truncation error: Sequence to truncate too short to respect the provided max_length");
+  tok::truncate_encoding(*target, target->size() - to_remove, t.stride, side(t.direction));
+}
+
+void pad_all(std::vector<Encoding>& encodings, const PaddingParams& p) {
+  if (encodings.empty()) return;
+  size_t length = 0;
+  if (p.fixed_length) {
+    length = *p.fixed_length;
+  } else {
+    for (const Encoding& e : encodings) length = std::max(length, e.size());
+  }
+  if (p.pad_to_multiple_of > 0 && length % p.pad_to_multiple_of != 0)
+    length += p.pad_to_multiple_of - length % p.pad_to_multiple_of;
+  for (Encoding& e : encodings)
+    tok::pad_encoding(e, length, p.pad_id, p.pad_type_id, p.pad_token,
+                      p.direction == PaddingParams::Direction::kLeft);
+}
+
+}  // namespace
+
+Encoding Tokenizer::encode_sequence(std::string_view raw, int32_t type_id, OffsetUnit unit) const {
+  std::string valid;
+  std::string_view text = raw;
+  if (!std::all_of(raw.begin(), raw.end(),
+                   [](char c) { return (static_cast<unsigned char>(c) & 0x80) == 0; })) {
+    valid = tok::to_valid_utf8(raw);
+    text = valid;
+  }
+  PreTokenizedString p = added_->extract_and_normalize(normalizer_.get(), text);
+  if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(p);
+  std::optional<std::pair<size_t, TruncationParams::Direction>> limit;
+  if (truncation_ && (truncation_->strategy != TruncationParams::Strategy::kOnlySecond || type_id != 0))
+    limit = std::make_pair(truncation_->max_length, truncation_->direction);
+  tokenize_splits(p, *model_, limit);
+  if (unit == OffsetUnit::kChar) {
+    const CharOffsets chars(text);
+    return into_encoding(p, type_id, &chars);
+  }
+  return into_encoding(p, type_id, nullptr);
+}
+
+size_t Tokenizer::num_special_tokens_to_add(bool is_pair) const {
+  return post_processor_ ? post_processor_->added_tokens(is_pair) : 0;
+}
+
+Encoding Tokenizer::post_process(Encoding a, std::optional<Encoding> b, bool add_special_tokens) const {
+  if (truncation_) {
+    const size_t added = num_special_tokens_to_add(b.has_value());
+    size_t max_length = truncation_->max_length;
+    if (add_special_tokens && added > 0) {
+      KILN_CHECK(max_length >= added, "truncation: max_length ", max_length,
+                 " leaves no room for the ", added, " special tokens");
+      max_length -= added;
+    }
+    truncate_pair(a, b, *truncation_, max_length);
+  }
+  Encoding out;
+  if (post_processor_) {
+    out = post_processor_->process(std::move(a), std::move(b), add_special_tokens);
+  } else if (!b) {
+    out = std::move(a);
+  } else {
+    // HF's default_process: the sequences' ids, then merged.
+    tok::set_sequence_id(a, 0);
+    tok::set_sequence_id(*b, 1);
+    tok::merge_with(out, std::move(a), false);
+    tok::merge_with(out, std::move(*b), false);
+  }
+  if (padding_) {
+    std::vector<Encoding> one;
+    one.push_back(std::move(out));
+    pad_all(one, *padding_);
+    out = std::move(one[0]);
+  }
+  return out;
+}
+
+Encoding Tokenizer::encode(std::string_view a, std::optional<std::string_view> b,
+                           bool add_special_tokens, OffsetUnit unit) const {
+  Encoding ea = encode_sequence(a, 0, unit);
+  std::optional<Encoding> eb;
+  if (b) eb = encode_sequence(*b, 1, unit);
+  return post_process(std::move(ea), std::move(eb), add_special_tokens);
+}
+
+namespace {
+template <typename F>
+std::vector<Encoding> batch(size_t n, const std::optional<PaddingParams>& padding, F encode_one) {
+  std::vector<Encoding> out(n);
+  parallel_for(static_cast<int64_t>(n), 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[static_cast<size_t>(i)] = encode_one(static_cast<size_t>(i));
+  });
+  // Each encoding was padded alone (post_process); BatchLongest pads again
+  // to the batch's longest, as HF's encode_batch does.
+  if (padding && !padding->fixed_length) pad_all(out, *padding);
+  return out;
+}
+}  // namespace
+
+std::vector<Encoding> Tokenizer::encode_batch(const std::vector<std::string>& texts,
+                                              bool add_special_tokens, OffsetUnit unit) const {
+  return batch(texts.size(), padding_,
+               [&](size_t i) { return encode(texts[i], std::nullopt, add_special_tokens, unit); });
+}
+
+std::vector<Encoding> Tokenizer::encode_batch(
+    const std::vector<std::pair<std::string, std::string>>& pairs, bool add_special_tokens,
+    OffsetUnit unit) const {
+  return batch(pairs.size(), padding_, [&](size_t i) {
+    return encode(pairs[i].first, pairs[i].second, add_special_tokens, unit);
+  });
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    const std::string* t = added_->id_to_token(id);
+    if (!t) t = model_->id_to_token(id);
+    if (!t) continue;
+    if (skip_special_tokens && added_->is_special(*t)) continue;
+    tokens.push_back(*t);
+  }
+  if (decoder_) return decoder_->decode(std::move(tokens));
+  std::string out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i) out += ' ';
+    out += tokens[i];
+  }
+  return out;
+}
+
+std::vector<std::string> Tokenizer::decode_batch(const std::vector<std::vector<int32_t>>& ids,
+                                                 bool skip_special_tokens) const {
+  std::vector<std::string> out(ids.size());
+  parallel_for(static_cast<int64_t>(ids.size()), 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      out[static_cast<size_t>(i)] = decode(ids[static_cast<size_t>(i)], skip_special_tokens);
+  });
+  return out;
+}
+
+int32_t Tokenizer::token_to_id(std::string_view token) const {
+  const int32_t id = added_->token_to_id(token);
+  return id >= 0 ? id : model_->token_to_id(token);
+}
+
+std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
+  if (const std::string* t = added_->id_to_token(id)) return *t;
+  if (const std::string* t = model_->id_to_token(id)) return *t;
+  return std::nullopt;
+}
+
+size_t Tokenizer::vocab_size(bool with_added_tokens) const {
+  size_t n = model_->vocab_size();
+  if (!with_added_tokens) return n;
+  // HF: the model's size plus the added tokens it does not hold.
+  for (const auto& [id, t] : added_->by_id())
+    if (model_->token_to_id(t.content) < 0) ++n;
+  return n;
+}
+
+bool Tokenizer::is_special_token(std::string_view token) const { return added_->is_special(token); }
+
+std::vector<std::pair<int32_t, AddedToken>> Tokenizer::added_tokens() const {
+  return {added_->by_id().begin(), added_->by_id().end()};
+}
+
+}  // namespace kiln::data
