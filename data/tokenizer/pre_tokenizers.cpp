@@ -1,0 +1,285 @@
+// HF tokenizers' pre-tokenizers and pre_tokenizer_from_json (pre_tokenizers.h).
+#include "kiln/data/tokenizer/pre_tokenizers.h"
+
+#include <utf8proc.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace kiln::data::tok {
+namespace {
+
+int category(char32_t c) { return utf8proc_category(static_cast<utf8proc_int32_t>(c)); }
+
+std::vector<NormalizedString> keep_whole(NormalizedString&& n) {
+  std::vector<NormalizedString> one;
+  one.push_back(std::move(n));
+  return one;
+}
+
+// Splits every split without tokens at the characters for which `pred` holds.
+template <typename Pred>
+void split_chars(PreTokenizedString& s, Pred pred, SplitBehavior behavior) {
+  s.split_normalized([&](size_t, NormalizedString&& n) {
+    return n.split(find_char_matches(n.get(), pred), behavior);
+  });
+}
+
+// Rust's regex \w (UTS #18: Alphabetic, M, Nd, Pc, Join_Control) and \s
+// (White_Space), spelled out for Oniguruma, whose own \w differs.
+constexpr const char* kWhitespacePattern =
+    "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]+"
+    "|[^\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}\\p{White_Space}]+";
+
+const Regex& whitespace_regex() {
+  static const Regex re(kWhitespacePattern);
+  return re;
+}
+
+// ---- JSON -------------------------------------------------------------------
+
+// A field with a serde default: absent gives nullptr; null is an error (HF:
+// "invalid type: null").
+const Json* defaulted(const Json& j, std::string_view key, const std::string& where) {
+  json_object(j, where);
+  const auto it = j.find(key);
+  if (it == j.end()) return nullptr;
+  if (it->is_null()) json_fail(json_path(where, key), "expected a value, got null");
+  return &*it;
+}
+
+// A Rust `char`: a string of exactly one code point.
+char32_t json_char(const Json& v, const std::string& where) {
+  const std::string s = json_as_string(v, where);
+  size_t i = 0;
+  const char32_t c = s.empty() ? 0 : decode_utf8(s, i);
+  if (s.empty() || i != s.size())
+    json_fail(where, "expected a single character, got \"" + s + "\"");
+  return c;
+}
+
+MetaspacePreTokenizer::Prepend prepend_from_json(const Json& v, const std::string& where) {
+  const std::string s = json_as_string(v, where);
+  if (s == "always") return MetaspacePreTokenizer::Prepend::kAlways;
+  if (s == "first") return MetaspacePreTokenizer::Prepend::kFirst;
+  if (s == "never") return MetaspacePreTokenizer::Prepend::kNever;
+  json_fail(where, "unknown prepend_scheme \"" + s + "\" (expected first, never or always)");
+}
+
+std::unique_ptr<PreTokenizer> metaspace_from_json(const Json& j, const std::string& where) {
+  const char32_t replacement =
+      json_char(json_required(j, "replacement", where), json_path(where, "replacement"));
+  MetaspacePreTokenizer::Prepend prepend = MetaspacePreTokenizer::Prepend::kAlways;
+  if (const Json* v = defaulted(j, "prepend_scheme", where))
+    prepend = prepend_from_json(*v, json_path(where, "prepend_scheme"));
+  // Legacy field: only `false` matters, and then prepend_scheme must be "never".
+  if (const Json* v = json_find(j, "add_prefix_space", where)) {
+    if (!json_as_bool(*v, json_path(where, "add_prefix_space")) &&
+        prepend != MetaspacePreTokenizer::Prepend::kNever)
+      json_fail(where, "add_prefix_space does not match declared prepend_scheme");
+  }
+  bool split = true;
+  if (const Json* v = json_find(j, "split", where))
+    split = json_as_bool(*v, json_path(where, "split"));
+  return std::make_unique<MetaspacePreTokenizer>(replacement, prepend, split);
+}
+
+std::unique_ptr<PreTokenizer> split_from_json(const Json& j, const std::string& where) {
+  const std::string pwhere = json_path(where, "pattern");
+  const Json& p = json_object(json_required(j, "pattern", where), pwhere);
+  if (p.size() != 1)
+    json_fail(pwhere, "expected an object with the single key \"String\" or \"Regex\"");
+  const std::string key = p.begin().key();
+  std::string regex;
+  if (key == "String")
+    regex = regex_escape(json_as_string(p.begin().value(), json_path(pwhere, key)));
+  else if (key == "Regex")
+    regex = json_as_string(p.begin().value(), json_path(pwhere, key));
+  else
+    json_fail(pwhere, "unknown pattern kind \"" + key + "\" (expected String or Regex)");
+  const SplitBehavior behavior =
+      split_behavior_from_json(json_required(j, "behavior", where), json_path(where, "behavior"));
+  const bool invert = json_bool(j, "invert", where);
+  try {
+    return std::make_unique<SplitPreTokenizer>(regex, behavior, invert);
+  } catch (const kiln::Error& e) {
+    json_fail(pwhere, e.what());
+  }
+}
+
+}  // namespace
+
+// ---- character classes --------------------------------------------------------
+
+bool is_rust_whitespace(char32_t c) {
+  if ((c >= 0x09 && c <= 0x0D) || c == 0x85) return true;
+  const int cat = category(c);
+  return cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
+}
+
+bool is_rust_numeric(char32_t c) {
+  const int cat = category(c);
+  return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
+}
+
+bool is_hf_punctuation(char32_t c) {
+  if (c < 0x80)
+    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+           (c >= 0x7B && c <= 0x7E);
+  const int cat = category(c);
+  return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
+}
+
+SplitBehavior split_behavior_from_json(const Json& j, const std::string& where) {
+  const std::string s = json_as_string(j, where);
+  if (s == "Removed") return SplitBehavior::kRemoved;
+  if (s == "Isolated") return SplitBehavior::kIsolated;
+  if (s == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (s == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (s == "Contiguous") return SplitBehavior::kContiguous;
+  json_fail(where, "unknown split behavior \"" + s +
+                       "\" (expected Removed, Isolated, MergedWithPrevious, MergedWithNext or "
+                       "Contiguous)");
+}
+
+// ---- pre-tokenizers -----------------------------------------------------------
+
+void BertPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  split_chars(s, is_rust_whitespace, SplitBehavior::kRemoved);
+  split_chars(s, is_hf_punctuation, SplitBehavior::kIsolated);
+}
+
+MetaspacePreTokenizer::MetaspacePreTokenizer(char32_t replacement, Prepend prepend, bool split)
+    : replacement_(replacement), prepend_(prepend), split_(split) {
+  append_utf8(str_rep_, replacement_);
+}
+
+void MetaspacePreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  s.split_normalized([this](size_t, NormalizedString&& n) {
+    n.replace(find_char_matches(n.get(), [](char32_t c) { return c == U' '; }), str_rep_);
+    const bool starts = n.get().compare(0, str_rep_.size(), str_rep_) == 0;
+    // "first": only the split that begins the input.
+    if (!starts && (prepend_ == Prepend::kAlways ||
+                    (prepend_ == Prepend::kFirst && n.offsets_original().begin == 0)))
+      n.prepend(str_rep_);
+    if (!split_) return keep_whole(std::move(n));
+    const char32_t r = replacement_;
+    return n.split(find_char_matches(n.get(), [r](char32_t c) { return c == r; }),
+                   SplitBehavior::kMergedWithNext);
+  });
+}
+
+void WhitespacePreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  s.split_normalized([](size_t, NormalizedString&& n) {
+    Matches m = find_regex_matches(whitespace_regex(), n.get());
+    for (Match& x : m) x.is_match = !x.is_match;  // keep the words, remove the gaps
+    return n.split(std::move(m), SplitBehavior::kRemoved);
+  });
+}
+
+void WhitespaceSplitPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  split_chars(s, is_rust_whitespace, SplitBehavior::kRemoved);
+}
+
+void PunctuationPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  split_chars(s, is_hf_punctuation, behavior_);
+}
+
+void DigitsPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  split_chars(s, is_rust_numeric,
+              individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
+}
+
+void SplitPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  s.split_normalized([this](size_t, NormalizedString&& n) {
+    Matches m = find_regex_matches(regex_, n.get());
+    if (invert_)
+      for (Match& x : m) x.is_match = !x.is_match;
+    return n.split(std::move(m), behavior_);
+  });
+}
+
+void CharDelimiterSplitPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  const char32_t d = delimiter_;
+  split_chars(
+      s, [d](char32_t c) { return c == d; }, SplitBehavior::kRemoved);
+}
+
+FixedLengthPreTokenizer::FixedLengthPreTokenizer(size_t length) : length_(length) {
+  KILN_CHECK(length >= 1, "FixedLength pre-tokenizer: length must be at least 1 (HF panics on 0)");
+}
+
+void FixedLengthPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  s.split_normalized([this](size_t, NormalizedString&& n) {
+    std::vector<NormalizedString> out;
+    const std::string& t = n.get();
+    size_t begin = 0, chars = 0;
+    for (size_t i = 0; i < t.size();) {
+      decode_utf8(t, i);
+      if (++chars == length_ || i >= t.size()) {
+        std::optional<NormalizedString> piece = n.slice_normalized({begin, std::min(i, t.size())});
+        KILN_CHECK(piece.has_value(), "FixedLength pre-tokenizer: bad slice [", begin, ", ", i,
+                   ")");
+        out.push_back(std::move(*piece));
+        begin = i;
+        chars = 0;
+      }
+    }
+    return out;
+  });
+}
+
+void SequencePreTokenizer::pre_tokenize(PreTokenizedString& s) const {
+  for (const auto& step : steps_) step->pre_tokenize(s);
+}
+
+// ---- pre_tokenizer_from_json ------------------------------------------------------
+
+std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const Json& j, const std::string& where) {
+  const std::string type = json_type_tag(j, where);
+  if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
+  if (type == "ByteLevel") {
+    bool use_regex = true;
+    if (const Json* v = defaulted(j, "use_regex", where))
+      use_regex = json_as_bool(*v, json_path(where, "use_regex"));
+    return std::make_unique<ByteLevelPreTokenizer>(json_bool(j, "add_prefix_space", where),
+                                                   json_bool(j, "trim_offsets", where), use_regex);
+  }
+  if (type == "Metaspace") return metaspace_from_json(j, where);
+  if (type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
+  if (type == "WhitespaceSplit") return std::make_unique<WhitespaceSplitPreTokenizer>();
+  if (type == "Punctuation") {
+    SplitBehavior behavior = SplitBehavior::kIsolated;
+    if (const Json* v = defaulted(j, "behavior", where))
+      behavior = split_behavior_from_json(*v, json_path(where, "behavior"));
+    return std::make_unique<PunctuationPreTokenizer>(behavior);
+  }
+  if (type == "Digits")
+    return std::make_unique<DigitsPreTokenizer>(json_bool(j, "individual_digits", where));
+  if (type == "Split") return split_from_json(j, where);
+  if (type == "CharDelimiterSplit")
+    return std::make_unique<CharDelimiterSplitPreTokenizer>(
+        json_char(json_required(j, "delimiter", where), json_path(where, "delimiter")));
+  if (type == "FixedLength") {
+    int64_t length = 5;
+    if (const Json* v = defaulted(j, "length", where))
+      length = json_as_int(*v, json_path(where, "length"), 1);
+    return std::make_unique<FixedLengthPreTokenizer>(static_cast<size_t>(length));
+  }
+  if (type == "Sequence") {
+    const std::string swhere = json_path(where, "pretokenizers");
+    const Json& arr = json_as_array(json_required(j, "pretokenizers", where), swhere);
+    std::vector<std::unique_ptr<PreTokenizer>> steps;
+    for (size_t i = 0; i < arr.size(); ++i)
+      steps.push_back(pre_tokenizer_from_json(arr[i], swhere + "[" + std::to_string(i) + "]"));
+    return std::make_unique<SequencePreTokenizer>(std::move(steps));
+  }
+  if (type == "UnicodeScripts")
+    json_fail(where,
+              "pre-tokenizer type \"UnicodeScripts\" is not supported (HF splits by its own "
+              "Unicode 9 script table)");
+  json_fail(where, "unknown pre-tokenizer type \"" + type + "\"");
+}
+
+}  // namespace kiln::data::tok
