@@ -117,6 +117,8 @@ for lib in "$KIT/$LIBDIR"/*.so.*; do
 done
 mkdir -p "$KIT/generated/train"
 cp "$BUILD"/generated/train/tensorboard.pb.{h,cc} "$KIT/generated/train/"
+mkdir -p "$KIT/generated/data/tokenizer"
+cp "$BUILD"/generated/data/tokenizer/sentencepiece_model.pb.{h,cc} "$KIT/generated/data/tokenizer/"
 cat > "$KIT/kit.cmake" <<'EOF'
 # Initial cache for a kiln build against this kit alone (Note [GPU bundle] in
 # tools/gpu_bundle.sh):  cmake -S <kiln> -B <build> -G Ninja -C <kit>/kit.cmake

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/json_util.h"
 #include "kiln/data/tokenizer/tokenizer.h"
+#include "kiln/data/tokenizer/unigram.h"
 
 namespace kiln::data {
 namespace {
@@ -125,7 +126,9 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& source) {
 Tokenizer Tokenizer::from_file(const std::string& path) {
   JsonLimits limits;
   limits.max_bytes = kMaxTokenizerJsonBytes;
-  return from_json(read_json_file(path, path, limits), path);
+  Json j = read_json_file(path, path, limits);
+  tok::apply_serde_json_floats(j);  // Note [HF float parsing] in unigram.h
+  return from_json(j, path);
 }
 
 }  // namespace kiln::data
