@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "kiln/core/error.h"
 
 namespace kiln::data::tok {
 

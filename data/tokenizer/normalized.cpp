@@ -273,6 +273,12 @@ void NormalizedString::transform_range(Span range, const std::vector<CharChange>
                      aligns.begin(), aligns.end());
 }
 
+void NormalizedString::transform(const std::vector<CharChange>& dest, size_t initial_offset) {
+  const std::optional<Span> range = original_to_normalized({0, original_.size()});
+  if (!range) return;
+  transform_range(*range, dest, initial_offset);
+}
+
 void NormalizedString::filter(const std::function<bool(char32_t)>& keep) {
   std::vector<CharChange> dest;
   dest.reserve(normalized_.size());

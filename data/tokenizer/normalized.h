@@ -92,9 +92,10 @@ class NormalizedString {
 
   // Note [Alignments]. `range` is in normalized bytes (code-point boundaries).
   void transform_range(Span range, const std::vector<CharChange>& dest, size_t initial_offset);
-  void transform(const std::vector<CharChange>& dest, size_t initial_offset) {
-    transform_range({0, normalized_.size()}, dest, initial_offset);
-  }
+  // HF's transform: transform_range over the normalized span of the whole
+  // original, which starts at the first byte with a non-empty alignment
+  // (bytes inserted before it, aligned to nothing, stay in front).
+  void transform(const std::vector<CharChange>& dest, size_t initial_offset);
 
   // The NormalizedString operations HF's normalizers are built from.
   void filter(const std::function<bool(char32_t)>& keep);

@@ -51,44 +51,16 @@ class CharOffsets {
   std::vector<uint32_t> char_of_byte_;
 };
 
-// HF's PreTokenizedString::tokenize_with_limit: with truncation on, splits
-// are tokenized (from the truncated side's opposite end) only until
-// max_tokens are reached; the rest are dropped before truncation proper.
-void tokenize_splits(PreTokenizedString& p, const tok::Model& model,
-                     std::optional<std::pair<size_t, TruncationParams::Direction>> limit) {
-  auto run = [&](Split& s) {
+// Every split the added-tokens layer did not tokenize goes through the model.
+// (HF's later tokenize_with_limit, which stops early under truncation, is
+// not in the tokenizers release kiln matches, 0.23.3: there every split is
+// tokenized and truncation cuts afterwards, keeping all overflowing windows.)
+void tokenize_splits(PreTokenizedString& p, const tok::Model& model) {
+  for (Split& s : p.splits()) {
+    if (s.tokens) continue;
     std::vector<Token> tokens;
     model.tokenize(s.normalized.get(), tokens);
     s.tokens = std::move(tokens);
-  };
-  std::vector<Split>& splits = p.splits();
-  if (!limit) {
-    for (Split& s : splits)
-      if (!s.tokens) run(s);
-    return;
-  }
-  size_t total = 0;
-  const size_t max_tokens = limit->first;
-  if (limit->second == TruncationParams::Direction::kRight) {
-    size_t last = 0;
-    for (size_t i = 0; i < splits.size(); ++i) {
-      const bool fresh = !splits[i].tokens;
-      if (fresh) run(splits[i]);
-      total += splits[i].tokens->size();
-      last = i + 1;
-      if (fresh && total >= max_tokens) break;
-    }
-    splits.resize(last);
-  } else {
-    size_t first = splits.size();
-    for (size_t i = splits.size(); i-- > 0;) {
-      const bool fresh = !splits[i].tokens;
-      if (fresh) run(splits[i]);
-      total += splits[i].tokens->size();
-      first = i;
-      if (fresh && total >= max_tokens) break;
-    }
-    splits.erase(splits.begin(), splits.begin() + static_cast<std::ptrdiff_t>(first));
   }
 }
 
@@ -188,10 +160,7 @@ Encoding Tokenizer::encode_sequence(std::string_view raw, int32_t type_id, Offse
   }
   PreTokenizedString p = added_->extract_and_normalize(normalizer_.get(), text);
   if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(p);
-  std::optional<std::pair<size_t, TruncationParams::Direction>> limit;
-  if (truncation_ && (truncation_->strategy != TruncationParams::Strategy::kOnlySecond || type_id != 0))
-    limit = std::make_pair(truncation_->max_length, truncation_->direction);
-  tokenize_splits(p, *model_, limit);
+  tokenize_splits(p, *model_);
   if (unit == OffsetUnit::kChar) {
     const CharOffsets chars(text);
     return into_encoding(p, type_id, &chars);
@@ -215,10 +184,14 @@ Encoding Tokenizer::post_process(Encoding a, std::optional<Encoding> b, bool add
     truncate_pair(a, b, *truncation_, max_length);
   }
   Encoding out;
+  bool sequence_zero = false;
   if (post_processor_) {
     out = post_processor_->process(std::move(a), std::move(b), add_special_tokens);
   } else if (!b) {
     out = std::move(a);
+    // HF: an encoding without sequence ranges reports every token, padding
+    // included, as sequence 0 (no post-processor ever sets them here).
+    sequence_zero = true;
   } else {
     // HF's default_process: the sequences' ids, then merged.
     tok::set_sequence_id(a, 0);
@@ -232,6 +205,7 @@ Encoding Tokenizer::post_process(Encoding a, std::optional<Encoding> b, bool add
     pad_all(one, *padding_);
     out = std::move(one[0]);
   }
+  if (sequence_zero) tok::set_sequence_id(out, 0);
   return out;
 }
 

@@ -28,8 +28,6 @@
 
 namespace kiln::data {
 
-using TokenEncoding = tok::Encoding;
-
 struct TruncationParams {
   enum class Strategy { kLongestFirst, kOnlyFirst, kOnlySecond };
   enum class Direction { kLeft, kRight };
@@ -64,15 +62,15 @@ class Tokenizer {
   // tokenizer_config.json / config.json where they decide an option).
   static Tokenizer from_pretrained(const std::string& path);
 
-  TokenEncoding encode(std::string_view a, std::optional<std::string_view> b = std::nullopt,
+  tok::Encoding encode(std::string_view a, std::optional<std::string_view> b = std::nullopt,
                        bool add_special_tokens = true, OffsetUnit unit = OffsetUnit::kChar) const;
   // encode() of every input on kiln's thread pool, then padded together
   // (BatchLongest padding pads to the batch's longest). Deterministic
   // whatever the thread count.
-  std::vector<TokenEncoding> encode_batch(const std::vector<std::string>& texts,
+  std::vector<tok::Encoding> encode_batch(const std::vector<std::string>& texts,
                                           bool add_special_tokens = true,
                                           OffsetUnit unit = OffsetUnit::kChar) const;
-  std::vector<TokenEncoding> encode_batch(
+  std::vector<tok::Encoding> encode_batch(
       const std::vector<std::pair<std::string, std::string>>& pairs, bool add_special_tokens = true,
       OffsetUnit unit = OffsetUnit::kChar) const;
 
@@ -102,8 +100,8 @@ class Tokenizer {
  private:
   Tokenizer() = default;
 
-  TokenEncoding encode_sequence(std::string_view text, int32_t type_id, OffsetUnit unit) const;
-  TokenEncoding post_process(TokenEncoding a, std::optional<TokenEncoding> b,
+  tok::Encoding encode_sequence(std::string_view text, int32_t type_id, OffsetUnit unit) const;
+  tok::Encoding post_process(tok::Encoding a, std::optional<tok::Encoding> b,
                              bool add_special_tokens) const;
 
   std::shared_ptr<const tok::Normalizer> normalizer_;

@@ -7,7 +7,7 @@ is "A<TAB>B"), and writes one JSON object per line to --output: the
 Encoding's ids, type_ids, tokens, offsets (characters), special_tokens_mask,
 attention_mask, word_ids and sequence_ids (null -> -1), the number of
 overflowing windows and their ids, and decode(ids) with and without
-skip_special_tokens.
+skip_special_tokens. An input HF refuses gives {"error": message}.
 """
 import argparse
 import json
@@ -40,11 +40,15 @@ def main():
     lines = read_lines(args.input)
     with open(args.output, "w", encoding="utf-8") as out:
         for line in lines:
-            if args.pairs:
-                a, b = line.split("\t", 1)
-                e = tok.encode(a, b, add_special_tokens=not args.no_special)
-            else:
-                e = tok.encode(line, add_special_tokens=not args.no_special)
+            try:
+                if args.pairs:
+                    a, b = line.split("\t", 1)
+                    e = tok.encode(a, b, add_special_tokens=not args.no_special)
+                else:
+                    e = tok.encode(line, add_special_tokens=not args.no_special)
+            except Exception as err:  # HF refuses this input (e.g. truncation)
+                out.write(json.dumps({"error": str(err)}) + "\n")
+                continue
             rec = {
                 "ids": e.ids,
                 "type_ids": e.type_ids,

@@ -1,0 +1,527 @@
+// HF tokenizers' post-processors and post_processor_from_json
+// (post_processors.h; Notes [Sequence ranges], [Processing flow],
+// [Post-processor JSON], [Combination budget], [Offset trimming] there).
+#include "kiln/data/tokenizer/post_processors.h"
+
+#include <algorithm>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include "core/error.h"
+#include "kiln/data/tokenizer/decoders.h"
+#include "kiln/data/tokenizer/pre_tokenizers.h"
+
+namespace kiln::data::tok {
+
+// ---- RangedEncoding ------------------------------------------------------------
+
+void TokenBudget::charge(size_t tokens, size_t encodings) {
+  used_ += tokens + encodings * kEncodingCost;
+  KILN_CHECK(used_ <= kMaxProcessedTokens, "post-processor: combining the overflowing windows ",
+             "builds more than ", kMaxProcessedTokens,
+             " tokens (HF's merge of every window with every other; use fewer windows)");
+}
+
+namespace {
+
+constexpr auto kMaxId = static_cast<int64_t>(std::numeric_limits<int32_t>::max());
+
+void check_shape(const Encoding& e) {
+  const size_t n = e.ids.size();
+  KILN_CHECK(e.type_ids.size() == n && e.tokens.size() == n && e.offsets.size() == n &&
+                 e.special_tokens_mask.size() == n && e.attention_mask.size() == n &&
+                 e.word_ids.size() == n,
+             "post-processor: malformed Encoding (", n, " ids but ", e.type_ids.size(),
+             " type ids, ", e.tokens.size(), " tokens, ", e.offsets.size(), " offsets, ",
+             e.special_tokens_mask.size(), " special-token flags, ", e.attention_mask.size(),
+             " attention flags, ", e.word_ids.size(), " word ids)");
+}
+
+// A deep copy, charged to the budget.
+RangedEncoding copy_of(const RangedEncoding& x, TokenBudget& budget) {
+  budget.charge(x.size());
+  RangedEncoding c;
+  c.enc = x.enc;
+  c.ranges = x.ranges;
+  c.overflowing.reserve(x.overflowing.size());
+  for (const RangedEncoding& o : x.overflowing) c.overflowing.push_back(copy_of(o, budget));
+  return c;
+}
+
+void set_sequence_id(RangedEncoding& r, size_t id) { r.ranges[id] = {0, r.size()}; }
+
+template <typename T>
+void concat(std::vector<T>& out, const std::vector<T>& v) {
+  out.insert(out.end(), v.begin(), v.end());
+}
+
+// `e` between optional `head` and optional `tail` special tokens (Bert's and
+// Roberta's encodings): specials have no word, offsets (0, 0), mask 1; every
+// attention flag becomes 1, and sequence `seq` covers e's tokens only.
+// type ids: head_type, e's, tail_type; or all 0 when zero_types.
+RangedEncoding surround(const Encoding& e, const SpecialPair* head, const SpecialPair* tail,
+                        int32_t head_type, int32_t tail_type, bool zero_types, size_t seq,
+                        TokenBudget& budget) {
+  const size_t n = e.size();
+  const size_t total = n + (head ? 1 : 0) + (tail ? 1 : 0);
+  budget.charge(total);
+  RangedEncoding r;
+  Encoding& o = r.enc;
+  auto special = [&](const SpecialPair& s, int32_t type) {
+    o.ids.push_back(s.id);
+    o.type_ids.push_back(zero_types ? 0 : type);
+    o.tokens.push_back(s.token);
+    o.offsets.push_back({0, 0});
+    o.special_tokens_mask.push_back(1);
+    o.word_ids.push_back(-1);
+  };
+  if (head) special(*head, head_type);
+  concat(o.ids, e.ids);
+  if (zero_types)
+    o.type_ids.insert(o.type_ids.end(), n, 0);
+  else
+    concat(o.type_ids, e.type_ids);
+  concat(o.tokens, e.tokens);
+  concat(o.offsets, e.offsets);
+  o.special_tokens_mask.insert(o.special_tokens_mask.end(), n, 0);
+  concat(o.word_ids, e.word_ids);
+  if (tail) special(*tail, tail_type);
+  o.attention_mask.assign(total, 1);
+  const size_t first = head ? 1 : 0;
+  r.ranges[seq] = {first, first + n};
+  return r;
+}
+
+// surround() for an encoding and each of its windows (their own windows are
+// dropped, as HF's).
+RangedEncoding surround_all(const RangedEncoding& e, const SpecialPair* head,
+                            const SpecialPair* tail, int32_t head_type, int32_t tail_type,
+                            bool zero_types, bool zero_window_types, size_t seq,
+                            TokenBudget& budget) {
+  RangedEncoding r = surround(e.enc, head, tail, head_type, tail_type, zero_types, seq, budget);
+  for (const RangedEncoding& w : e.overflowing)
+    r.overflowing.push_back(
+        surround(w.enc, head, tail, head_type, tail_type, zero_window_types, seq, budget));
+  return r;
+}
+
+void trim_all(std::vector<RangedEncoding>& encodings, bool add_prefix_space) {
+  for (RangedEncoding& e : encodings) {
+    trim_byte_level_offsets(e.enc, add_prefix_space);
+    for (RangedEncoding& w : e.overflowing) trim_byte_level_offsets(w.enc, add_prefix_space);
+  }
+}
+
+}  // namespace
+
+void merge_ranged(RangedEncoding& self, const RangedEncoding& other, TokenBudget& budget) {
+  std::vector<RangedEncoding> windows;
+  for (const RangedEncoding& mine : self.overflowing) {
+    RangedEncoding n = copy_of(mine, budget);
+    merge_ranged(n, other, budget);
+    windows.push_back(std::move(n));
+    for (const RangedEncoding& theirs : other.overflowing) {
+      RangedEncoding m = copy_of(mine, budget);
+      merge_ranged(m, theirs, budget);
+      windows.push_back(std::move(m));
+    }
+  }
+  for (const RangedEncoding& theirs : other.overflowing) {
+    RangedEncoding n = copy_of(self, budget);
+    merge_ranged(n, theirs, budget);
+    windows.push_back(std::move(n));
+  }
+  budget.charge(other.size(), 0);
+  const size_t shift = self.size();
+  for (const auto& [id, span] : other.ranges)
+    self.ranges[id] = {span.begin + shift, span.end + shift};
+  Encoding& s = self.enc;
+  const Encoding& o = other.enc;
+  concat(s.ids, o.ids);
+  concat(s.type_ids, o.type_ids);
+  concat(s.tokens, o.tokens);
+  concat(s.word_ids, o.word_ids);
+  concat(s.offsets, o.offsets);
+  concat(s.special_tokens_mask, o.special_tokens_mask);
+  concat(s.attention_mask, o.attention_mask);
+  self.overflowing = std::move(windows);
+}
+
+RangedEncoding to_ranged(Encoding e) {
+  check_shape(e);
+  RangedEncoding r;
+  std::vector<Encoding> windows = std::move(e.overflowing);
+  e.overflowing.clear();
+  r.enc = std::move(e);
+  r.overflowing.reserve(windows.size());
+  for (Encoding& w : windows) r.overflowing.push_back(to_ranged(std::move(w)));
+  return r;
+}
+
+Encoding to_encoding(RangedEncoding r) {
+  Encoding e = std::move(r.enc);
+  const size_t n = e.size();
+  e.sequence_ids.assign(n, -1);
+  const size_t count = r.ranges.empty() ? 1 : r.ranges.size();
+  for (size_t k = 0; k < count; ++k) {
+    const auto it = r.ranges.find(k);
+    const Span span = it == r.ranges.end() ? Span{0, n} : it->second;
+    for (size_t i = span.begin; i < std::min(span.end, n); ++i)
+      e.sequence_ids[i] = static_cast<int32_t>(k);
+  }
+  e.overflowing.clear();
+  e.overflowing.reserve(r.overflowing.size());
+  for (RangedEncoding& w : r.overflowing) e.overflowing.push_back(to_encoding(std::move(w)));
+  return e;
+}
+
+// ---- the processors -----------------------------------------------------------------
+
+Encoding HfPostProcessor::process(Encoding a, std::optional<Encoding> b,
+                                  bool add_special_tokens) const {
+  std::vector<RangedEncoding> encodings;
+  encodings.push_back(to_ranged(std::move(a)));
+  if (b) encodings.push_back(to_ranged(std::move(*b)));
+  for (size_t i = 0; i < encodings.size(); ++i) {
+    RangedEncoding& e = encodings[i];
+    set_sequence_id(e, i);
+    for (RangedEncoding& w : e.overflowing) set_sequence_id(w, i);
+    std::fill(e.enc.type_ids.begin(), e.enc.type_ids.end(), static_cast<int32_t>(i));
+  }
+  TokenBudget budget;
+  encodings = process_encodings(std::move(encodings), add_special_tokens, budget);
+  RangedEncoding merged;
+  for (const RangedEncoding& e : encodings) merge_ranged(merged, e, budget);
+  return to_encoding(std::move(merged));
+}
+
+std::vector<RangedEncoding> BertProcessing::process_encodings(std::vector<RangedEncoding> encodings,
+                                                              bool add_special_tokens,
+                                                              TokenBudget& budget) const {
+  if (!add_special_tokens) return encodings;
+  std::vector<RangedEncoding> out;
+  out.reserve(encodings.size());
+  for (size_t i = 0; i < encodings.size(); ++i) {
+    if (i == 0)
+      out.push_back(surround_all(encodings[i], &cls_, &sep_, 0, 0, false, false, 0, budget));
+    else
+      out.push_back(surround_all(encodings[i], nullptr, &sep_, 0, 1, false, false, 1, budget));
+  }
+  return out;
+}
+
+std::vector<RangedEncoding> RobertaProcessing::process_encodings(
+    std::vector<RangedEncoding> encodings, bool add_special_tokens, TokenBudget& budget) const {
+  if (trim_offsets_) trim_all(encodings, add_prefix_space_);
+  // Every top-level type id is 0 (the windows keep theirs unless wrapped).
+  for (RangedEncoding& e : encodings) std::fill(e.enc.type_ids.begin(), e.enc.type_ids.end(), 0);
+  if (!add_special_tokens) return encodings;
+  std::vector<RangedEncoding> out;
+  out.reserve(encodings.size());
+  for (size_t i = 0; i < encodings.size(); ++i) {
+    if (i == 0)
+      out.push_back(surround_all(encodings[i], &cls_, &sep_, 0, 0, true, true, 0, budget));
+    else
+      out.push_back(surround_all(encodings[i], &sep_, &sep_, 0, 0, true, true, 1, budget));
+  }
+  return out;
+}
+
+void trim_byte_level_offsets(Encoding& e, bool add_prefix_space) {
+  auto is_space = [](char32_t c) { return c == U'\u0120' || is_rust_whitespace(c); };
+  std::string fixed;
+  for (size_t i = 0; i < e.size(); ++i) {
+    std::string_view t = e.tokens[i];
+    // Only a C++ caller can make a token of ill-formed UTF-8; it is read as
+    // U+FFFD (not a space).
+    if (!is_valid_utf8(t)) {
+      fixed = to_valid_utf8(t);
+      t = fixed;
+    }
+    size_t lead = 0, trail = 0, front = 0, back = t.size();
+    while (front < back) {
+      size_t next = front;
+      if (!is_space(decode_utf8(t, next))) break;
+      ++lead;
+      front = next;
+    }
+    while (back > 0) {
+      size_t start = back - 1;
+      while (start > 0 && (static_cast<unsigned char>(t[start]) & 0xC0) == 0x80) --start;
+      size_t k = start;
+      if (!is_space(decode_utf8(t, k))) break;
+      ++trail;
+      back = start;
+    }
+    if (lead == 0 && trail == 0) continue;
+    Span& o = e.offsets[i];
+    if (lead > 0) {
+      const bool is_first = i == 0 || o.begin == 0;
+      if (is_first && add_prefix_space && lead == 1) lead = 0;
+      o.begin = std::min(o.begin + lead, o.end);
+    }
+    if (trail > 0 && o.end >= trail) o.end = std::max(o.end - trail, o.begin);
+  }
+}
+
+std::vector<RangedEncoding> ByteLevelProcessing::process_encodings(
+    std::vector<RangedEncoding> encodings, bool, TokenBudget&) const {
+  if (trim_offsets_) trim_all(encodings, add_prefix_space_);
+  for (size_t i = 0; i < encodings.size(); ++i) set_sequence_id(encodings[i], i);
+  return encodings;
+}
+
+TemplateProcessing::TemplateProcessing(std::vector<Piece> single, std::vector<Piece> pair,
+                                       std::map<std::string, Special> specials)
+    : single_(std::move(single)), pair_(std::move(pair)), specials_(std::move(specials)) {
+  for (const auto& [name, s] : specials_)
+    KILN_CHECK(s.ids.size() == s.tokens.size(), "TemplateProcessing: special token \"", name,
+               "\" has ", s.ids.size(), " ids but ", s.tokens.size(), " tokens");
+  auto count = [&](const std::vector<Piece>& t, const char* which) {
+    size_t n = 0;
+    for (const Piece& p : t) {
+      if (p.is_sequence) {
+        KILN_CHECK(p.sequence == 0 || p.sequence == 1, "TemplateProcessing: bad sequence ",
+                   p.sequence);
+        continue;
+      }
+      const auto it = specials_.find(p.special);
+      KILN_CHECK(it != specials_.end(), "TemplateProcessing: the ", which,
+                 " template names the special token \"", p.special,
+                 "\", which special_tokens does not define");
+      n += it->second.ids.size();
+    }
+    return n;
+  };
+  added_single_ = count(single_, "single");
+  added_pair_ = count(pair_, "pair");
+}
+
+std::vector<RangedEncoding> TemplateProcessing::process_encodings(
+    std::vector<RangedEncoding> encodings, bool add_special_tokens, TokenBudget& budget) const {
+  KILN_CHECK(encodings.size() == 1 || encodings.size() == 2,
+             "TemplateProcessing: got ", encodings.size(),
+             " encodings to process (a single sequence or a pair; HF panics)");
+  const std::vector<Piece>& pieces = encodings.size() == 2 ? pair_ : single_;
+  std::vector<RangedEncoding> out;
+  for (const Piece& p : pieces) {
+    if (p.is_sequence) {
+      const auto i = static_cast<size_t>(p.sequence);
+      KILN_CHECK(i < encodings.size(), "TemplateProcessing: the single-sequence template uses $B",
+                 " (HF panics)");
+      RangedEncoding& e = encodings[i];
+      std::fill(e.enc.type_ids.begin(), e.enc.type_ids.end(), p.type_id);
+      set_sequence_id(e, i);
+      out.push_back(copy_of(e, budget));
+    } else if (add_special_tokens) {
+      const Special& s = specials_.at(p.special);
+      const size_t n = s.ids.size();
+      budget.charge(n);
+      RangedEncoding r;
+      r.enc.ids = s.ids;
+      r.enc.type_ids.assign(n, p.type_id);
+      r.enc.tokens = s.tokens;
+      r.enc.word_ids.assign(n, -1);
+      r.enc.offsets.assign(n, Span{0, 0});
+      r.enc.special_tokens_mask.assign(n, 1);
+      r.enc.attention_mask.assign(n, 1);
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+size_t SequenceProcessing::added_tokens(bool is_pair) const {
+  size_t n = 0;
+  for (const auto& s : steps_) n += s->added_tokens(is_pair);
+  return n;
+}
+
+std::vector<RangedEncoding> SequenceProcessing::process_encodings(
+    std::vector<RangedEncoding> encodings, bool add_special_tokens, TokenBudget& budget) const {
+  for (const auto& s : steps_)
+    encodings = s->process_encodings(std::move(encodings), add_special_tokens, budget);
+  return encodings;
+}
+
+// ---- JSON (Note [Post-processor JSON]) ---------------------------------------------------
+
+namespace {
+
+// serde's (String, u32): [token, id].
+SpecialPair special_pair(const Json& j, std::string_view key, const std::string& where) {
+  const std::string w = json_path(where, key);
+  const Json& v = json_as_array(json_required(j, key, where), w);
+  if (v.size() != 2) json_fail(w, "expected [token, id], got " + std::to_string(v.size()) +
+                                      " elements");
+  return {json_as_string(v[0], w + "[0]"),
+          static_cast<int32_t>(json_as_int(v[1], w + "[1]", 0, kMaxId))};
+}
+
+// A field with a serde default: absent is nullptr, null is an error.
+const Json* defaulted(const Json& j, std::string_view key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end()) return nullptr;
+  if (it->is_null()) json_fail(json_path(where, key), "expected a value, got null");
+  return &*it;
+}
+
+void require_type(const Json& j, const std::string& where, const char* want) {
+  const Json* t = json_find(j, "type", where);
+  if (!t || !t->is_string() || t->get<std::string>() != want)
+    json_fail(where, std::string("expected \"type\": \"") + want + "\"");
+}
+
+std::unique_ptr<HfPostProcessor> post_processor(const Json& j, const std::string& where,
+                                                size_t depth);
+
+std::unique_ptr<HfPostProcessor> roberta(const Json& j, const std::string& where) {
+  SpecialPair sep = special_pair(j, "sep", where);
+  SpecialPair cls = special_pair(j, "cls", where);
+  const bool trim = json_bool(j, "trim_offsets", where);
+  const bool prefix = json_bool(j, "add_prefix_space", where);
+  return std::make_unique<RobertaProcessing>(std::move(sep), std::move(cls), trim, prefix);
+}
+
+std::unique_ptr<HfPostProcessor> bert(const Json& j, const std::string& where) {
+  SpecialPair sep = special_pair(j, "sep", where);
+  SpecialPair cls = special_pair(j, "cls", where);
+  return std::make_unique<BertProcessing>(std::move(sep), std::move(cls));
+}
+
+std::unique_ptr<HfPostProcessor> byte_level(const Json& j, const std::string& where) {
+  require_type(j, where, "ByteLevel");
+  const bool prefix = json_bool(j, "add_prefix_space", where);
+  const bool trim = json_bool(j, "trim_offsets", where);
+  if (const Json* v = defaulted(j, "use_regex", where))
+    json_as_bool(*v, json_path(where, "use_regex"));  // read, unused by the processor
+  return std::make_unique<ByteLevelProcessing>(trim, prefix);
+}
+
+int32_t type_id(const Json& obj, const std::string& where) {
+  return static_cast<int32_t>(
+      json_as_int(json_required(obj, "type_id", where), json_path(where, "type_id"), 0, kMaxId));
+}
+
+// serde's externally tagged Piece: {"Sequence": {id: "A"|"B", type_id}} or
+// {"SpecialToken": {id, type_id}}.
+TemplateProcessing::Piece piece(const Json& v, const std::string& where) {
+  json_object(v, where);
+  if (v.size() != 1)
+    json_fail(where, "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}, got an object "
+                     "with " + std::to_string(v.size()) + " members");
+  const std::string kind = v.begin().key();
+  const std::string w = json_path(where, kind);
+  const Json& body = json_object(v.begin().value(), w);
+  TemplateProcessing::Piece p;
+  if (kind == "Sequence") {
+    const std::string id = json_string(body, "id", w);
+    if (id != "A" && id != "B")
+      json_fail(json_path(w, "id"), "unknown sequence \"" + id + "\" (expected A or B)");
+    p.is_sequence = true;
+    p.sequence = id == "A" ? 0 : 1;
+  } else if (kind == "SpecialToken") {
+    p.is_sequence = false;
+    p.special = json_string(body, "id", w);
+  } else {
+    json_fail(where, "unknown template piece \"" + kind + "\" (expected Sequence or SpecialToken)");
+  }
+  p.type_id = type_id(body, w);
+  return p;
+}
+
+std::vector<TemplateProcessing::Piece> template_pieces(const Json& j, std::string_view key,
+                                                       const std::string& where) {
+  const std::string w = json_path(where, key);
+  const Json& arr = json_as_array(json_required(j, key, where), w);
+  std::vector<TemplateProcessing::Piece> out;
+  for (size_t i = 0; i < arr.size(); ++i)
+    out.push_back(piece(arr[i], w + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+std::unique_ptr<HfPostProcessor> template_processing(const Json& j, const std::string& where) {
+  auto single = template_pieces(j, "single", where);
+  auto pair = template_pieces(j, "pair", where);
+  const std::string sw = json_path(where, "special_tokens");
+  const Json& st = json_object(json_required(j, "special_tokens", where), sw);
+  std::map<std::string, TemplateProcessing::Special> specials;
+  for (auto it = st.begin(); it != st.end(); ++it) {
+    const std::string w = json_path(sw, it.key());
+    const Json& body = json_object(it.value(), w);
+    json_string(body, "id", w);  // read, unused (the map's key names the token)
+    TemplateProcessing::Special s;
+    const std::string iw = json_path(w, "ids");
+    const Json& ids = json_as_array(json_required(body, "ids", w), iw);
+    for (size_t i = 0; i < ids.size(); ++i)
+      s.ids.push_back(static_cast<int32_t>(
+          json_as_int(ids[i], iw + "[" + std::to_string(i) + "]", 0, kMaxId)));
+    const std::string tw = json_path(w, "tokens");
+    const Json& toks = json_as_array(json_required(body, "tokens", w), tw);
+    for (size_t i = 0; i < toks.size(); ++i)
+      s.tokens.push_back(json_as_string(toks[i], tw + "[" + std::to_string(i) + "]"));
+    if (s.ids.size() != s.tokens.size())
+      json_fail(w, "has " + std::to_string(s.ids.size()) + " ids but " +
+                       std::to_string(s.tokens.size()) + " tokens");
+    specials.emplace(it.key(), std::move(s));
+  }
+  try {
+    return std::make_unique<TemplateProcessing>(std::move(single), std::move(pair),
+                                                std::move(specials));
+  } catch (const kiln::Error& e) {
+    json_fail(where, e.what());
+  }
+}
+
+std::unique_ptr<HfPostProcessor> sequence(const Json& j, const std::string& where, size_t depth) {
+  require_type(j, where, "Sequence");
+  const std::string w = json_path(where, "processors");
+  const Json& arr = json_as_array(json_required(j, "processors", where), w);
+  std::vector<std::unique_ptr<HfPostProcessor>> steps;
+  for (size_t i = 0; i < arr.size(); ++i)
+    steps.push_back(post_processor(arr[i], w + "[" + std::to_string(i) + "]", depth + 1));
+  return std::make_unique<SequenceProcessing>(std::move(steps));
+}
+
+std::unique_ptr<HfPostProcessor> post_processor(const Json& j, const std::string& where,
+                                                size_t depth) {
+  json_object(j, where);
+  if (depth > kMaxPostProcessorDepth)
+    json_fail(where, "post-processors nested more than " +
+                         std::to_string(kMaxPostProcessorDepth) + " deep");
+  std::string type;
+  if (const Json* t = json_find(j, "type", where); t && t->is_string()) type = t->get<std::string>();
+  // HF's untagged order; each kind's error is kept for the message.
+  struct Kind {
+    const char* name;
+    std::unique_ptr<HfPostProcessor> (*read)(const Json&, const std::string&, size_t);
+  };
+  static const Kind kinds[] = {
+      {"RobertaProcessing", [](const Json& x, const std::string& w, size_t) { return roberta(x, w); }},
+      {"BertProcessing", [](const Json& x, const std::string& w, size_t) { return bert(x, w); }},
+      {"ByteLevel", [](const Json& x, const std::string& w, size_t) { return byte_level(x, w); }},
+      {"TemplateProcessing",
+       [](const Json& x, const std::string& w, size_t) { return template_processing(x, w); }},
+      {"Sequence", [](const Json& x, const std::string& w, size_t d) { return sequence(x, w, d); }},
+  };
+  std::string named_error;
+  for (const Kind& k : kinds) {
+    try {
+      return k.read(j, where, depth);
+    } catch (const kiln::Error& e) {
+      if (type == k.name) named_error = e.what();
+    }
+  }
+  if (!named_error.empty()) throw kiln::Error(named_error);
+  if (type.empty()) json_fail(where, "missing field \"type\" (and no post-processor's fields)");
+  json_fail(where, "unknown post-processor type \"" + type + "\"");
+}
+
+}  // namespace
+
+std::unique_ptr<PostProcessor> post_processor_from_json(const Json& j, const std::string& where) {
+  return post_processor(j, where, 0);
+}
+
+}  // namespace kiln::data::tok
