@@ -12,4 +12,12 @@ kiln_find_c_deps()
 # headers include, is linked publicly as well: CMakeLists.txt).
 add_library(kiln_deps_private INTERFACE)
 target_link_libraries(kiln_deps_private INTERFACE
-  Eigen3::Eigen nlohmann_json::nlohmann_json kiln::openblas kiln::utf8proc kiln::onig)
+  Eigen3::Eigen nlohmann_json::nlohmann_json kiln::openblas kiln::utf8proc)
+
+# Note [Oniguruma's POSIX symbols]: libonig.so also exports POSIX regcomp /
+# regexec under their plain names. A program that lists libonig among its
+# own direct dependencies ahead of libc gets Oniguruma's regcomp for every
+# POSIX regex call (GoogleTest's death-test matchers broke that way). So
+# libonig is linked to libkiln alone, privately; programs reach it only
+# through libkiln, after libc in the loader's search order, and nothing but
+# data/tokenizer/regex.cpp includes oniguruma.h.

@@ -173,6 +173,27 @@ TEST(TokPostProcessors, TemplateOverflowWindowsGetTheirSpecialTokens) {
   EXPECT_EQ(count_windows(q), 5u);  // 3, two of them with a nested one (HF)
 }
 
+TEST(TokPostProcessors, DefaultProcessAsHfWithoutAPostProcessor) {
+  // HF (no post-processor, only_first truncation to 3): encode("a b c", "c")
+  // gives ids [1, 2, 3], sequence ids [0, 0, 1], one window [3, 3] with
+  // sequence ids [0, 0]; encode("a b c a") truncated to 3: [0, 0, 0], window [0].
+  Encoding a = from_tokens({{"a", {0, 1}}, {"b", {2, 3}}, {"c", {4, 5}}}, {1, 2, 3});
+  truncate_encoding(a, 2, 0, TruncateSide::kRight);
+  const Encoding b = from_tokens({{"c", {0, 1}}}, {3});
+  const Encoding q = default_post_process(a, b);
+  EXPECT_EQ(q.ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(q.sequence_ids, (std::vector<int32_t>{0, 0, 1}));
+  ASSERT_EQ(q.overflowing.size(), 1u);
+  EXPECT_EQ(q.overflowing[0].ids, (std::vector<int32_t>{3, 3}));
+  EXPECT_EQ(q.overflowing[0].sequence_ids, (std::vector<int32_t>{0, 0}));
+  Encoding s = from_tokens({{"a", {0, 1}}, {"b", {2, 3}}, {"c", {4, 5}}, {"a", {6, 7}}}, {1, 2, 3, 1});
+  truncate_encoding(s, 3, 0, TruncateSide::kRight);
+  const Encoding one = default_post_process(s, std::nullopt);
+  EXPECT_EQ(one.sequence_ids, (std::vector<int32_t>{0, 0, 0}));
+  ASSERT_EQ(one.overflowing.size(), 1u);
+  EXPECT_EQ(one.overflowing[0].sequence_ids, (std::vector<int32_t>{0}));
+}
+
 TEST(TokPostProcessors, JsonErrorsNameTheField) {
   EXPECT_KILN_ERROR(processor(R"({"type":"Foo"})"), "post_processor",
                     "unknown post-processor type \"Foo\"");

@@ -99,14 +99,6 @@ int fallback_byte(const std::string& t) {
 
 }  // namespace
 
-bool is_valid_utf8(std::string_view s) {
-  size_t i = 0;
-  char32_t c = 0;
-  while (i < s.size())
-    if (!next_code_point(s, i, c)) return false;
-  return true;
-}
-
 std::string rust_replace(std::string_view s, std::string_view from, std::string_view to) {
   std::string out;
   if (from.empty()) {

@@ -64,8 +64,6 @@ namespace kiln::data::tok {
 
 inline constexpr size_t kMaxDecoderDepth = 64;
 
-// Whether `s` is well-formed UTF-8.
-bool is_valid_utf8(std::string_view s);
 // Rust's str::replace (Note above on the empty pattern).
 std::string rust_replace(std::string_view s, std::string_view from, std::string_view to);
 // Note [WordPiece cleanup].

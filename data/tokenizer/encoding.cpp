@@ -6,30 +6,6 @@
 
 namespace kiln::data::tok {
 
-void merge_with(Encoding& self, Encoding pair, bool growing_offsets) {
-  std::vector<Encoding> overflowing;
-  for (const Encoding& mine : self.overflowing) {
-    Encoding n = mine;
-    merge_with(n, pair, growing_offsets);
-    overflowing.push_back(std::move(n));
-    for (const Encoding& theirs : pair.overflowing) {
-      Encoding m = mine;
-      merge_with(m, theirs, growing_offsets);
-      overflowing.push_back(std::move(m));
-    }
-  }
-  for (const Encoding& theirs : pair.overflowing) {
-    Encoding n = self;
-    merge_with(n, theirs, growing_offsets);
-    overflowing.push_back(std::move(n));
-  }
-  const size_t shift = growing_offsets && !self.offsets.empty() ? self.offsets.back().end : 0;
-  pair.overflowing.clear();
-  for (Span& o : pair.offsets) o = {o.begin + shift, o.end + shift};
-  self.append(pair);
-  self.overflowing = std::move(overflowing);
-}
-
 void Encoding::append(const Encoding& o) {
   ids.insert(ids.end(), o.ids.begin(), o.ids.end());
   type_ids.insert(type_ids.end(), o.type_ids.begin(), o.type_ids.end());

@@ -8,24 +8,6 @@
 
 namespace kiln::data::tok {
 
-bool is_valid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
-  size_t left = s.size();
-  while (left > 0) {
-    if (*p < 0x80) {  // ASCII fast path
-      ++p;
-      --left;
-      continue;
-    }
-    utf8proc_int32_t c = 0;
-    const utf8proc_ssize_t n = utf8proc_iterate(p, static_cast<utf8proc_ssize_t>(left), &c);
-    if (n <= 0 || c < 0) return false;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 TokenVocab TokenVocab::from_json(const Json& j, const std::string& where) {
   json_object(j, where);
   std::vector<std::pair<std::string, int32_t>> entries;

@@ -26,8 +26,6 @@
 
 namespace kiln::data::tok {
 
-// Whether `s` is well-formed UTF-8 (Rust's str::from_utf8).
-bool is_valid_utf8(std::string_view s);
 
 // HF ids are u32; kiln's Model interface uses int32.
 inline constexpr int64_t kMaxTokenId = INT32_MAX - 1;

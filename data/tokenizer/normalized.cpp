@@ -103,6 +103,24 @@ std::string to_valid_utf8(std::string_view s) {
   return out;
 }
 
+bool is_valid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
+  size_t left = s.size();
+  while (left > 0) {
+    if (*p < 0x80) {  // ASCII fast path
+      ++p;
+      --left;
+      continue;
+    }
+    utf8proc_int32_t c = 0;
+    const utf8proc_ssize_t n = utf8proc_iterate(p, static_cast<utf8proc_ssize_t>(left), &c);
+    if (n <= 0 || c < 0) return false;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
 // ---- patterns ---------------------------------------------------------------
 
 Matches find_char_matches(std::string_view s, const std::function<bool(char32_t)>& pred) {

@@ -172,6 +172,8 @@ size_t utf8_length(char32_t c);
 // Each maximal ill-formed subsequence becomes U+FFFD (as Rust's
 // String::from_utf8_lossy and Python's bytes.decode("utf-8", "replace")).
 std::string to_valid_utf8(std::string_view s);
+// Whether `s` is well-formed UTF-8 (Rust's str::from_utf8).
+bool is_valid_utf8(std::string_view s);
 // Code points of valid UTF-8.
 std::vector<char32_t> to_code_points(std::string_view s);
 

@@ -78,12 +78,8 @@ struct Encoding {
   void append(const Encoding& other);
 };
 
-// HF's Encoding methods (encoding.cpp).
-// merge_with: appends `pair`; the overflowing windows become every
-// combination (ours + pair, ours' overflowing + pair and + pair's
-// overflowing, us + pair's overflowing). growing_offsets shifts pair's
-// offsets by our last end.
-void merge_with(Encoding& self, Encoding pair, bool growing_offsets);
+// HF's Encoding methods (encoding.cpp; merging pairs and their overflowing
+// windows is post_processors.h's RangedEncoding).
 // Every token (and every overflowing window's) belongs to sequence `id`.
 void set_sequence_id(Encoding& e, int32_t id);
 enum class TruncateSide { kLeft, kRight };

@@ -196,6 +196,18 @@ Encoding HfPostProcessor::process(Encoding a, std::optional<Encoding> b,
   return to_encoding(std::move(merged));
 }
 
+Encoding default_post_process(Encoding a, std::optional<Encoding> b) {
+  if (!b) return to_encoding(to_ranged(std::move(a)));
+  RangedEncoding ra = to_ranged(std::move(a)), rb = to_ranged(std::move(*b));
+  set_sequence_id(ra, 0);
+  set_sequence_id(rb, 1);
+  TokenBudget budget;
+  RangedEncoding merged;
+  merge_ranged(merged, ra, budget);
+  merge_ranged(merged, rb, budget);
+  return to_encoding(std::move(merged));
+}
+
 std::vector<RangedEncoding> BertProcessing::process_encodings(std::vector<RangedEncoding> encodings,
                                                               bool add_special_tokens,
                                                               TokenBudget& budget) const {

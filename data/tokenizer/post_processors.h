@@ -208,6 +208,14 @@ class SequenceProcessing : public HfPostProcessor {
   std::vector<std::unique_ptr<HfPostProcessor>> steps_;
 };
 
+// What HF's TokenizerImpl::post_process does without a post-processor
+// (PostProcessor::default_process): a single encoding is returned as it is,
+// so every token of it and of its windows is sequence 0; a pair gets sequence
+// ids 0 and 1 on its two top-level encodings only, then is merged. So in a
+// merged window of a pair every token is sequence 0, as in HF
+// (Note [Sequence ranges]). kiln::Error past the combination budget.
+Encoding default_post_process(Encoding a, std::optional<Encoding> b);
+
 // HF's Encoding::merge_with on RangedEncodings (no offset shift).
 void merge_ranged(RangedEncoding& self, const RangedEncoding& other, TokenBudget& budget);
 // Encoding::sequence_ids from the ranges (Note [Sequence ranges]), recursively.

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kiln/data/tokenizer/post_processors.h"
 
 namespace kiln::data {
 namespace {
@@ -187,17 +188,11 @@ Encoding Tokenizer::post_process(Encoding a, std::optional<Encoding> b, bool add
   bool sequence_zero = false;
   if (post_processor_) {
     out = post_processor_->process(std::move(a), std::move(b), add_special_tokens);
-  } else if (!b) {
-    out = std::move(a);
-    // HF: an encoding without sequence ranges reports every token, padding
-    // included, as sequence 0 (no post-processor ever sets them here).
-    sequence_zero = true;
   } else {
-    // HF's default_process: the sequences' ids, then merged.
-    tok::set_sequence_id(a, 0);
-    tok::set_sequence_id(*b, 1);
-    tok::merge_with(out, std::move(a), false);
-    tok::merge_with(out, std::move(*b), false);
+    // HF's default_process (post_processors.h); an encoding without sequence
+    // ranges reports every token, padding included, as sequence 0.
+    sequence_zero = !b.has_value();
+    out = tok::default_post_process(std::move(a), std::move(b));
   }
   if (padding_) {
     std::vector<Encoding> one;
