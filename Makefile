@@ -108,6 +108,7 @@ test-install: build
 	$(BUILD)/example/fit_line
 	$(BUILD)/example/gpt $(KILN_DATA)/wikitext-2/valid.txt --steps 300 --out $(BUILD)/example/gpt-out
 	$(BUILD)/example/custom_task $(KILN_DATA)/sst2 $(KILN_DATA)/vocab/bert-base-uncased-vocab.txt $(BUILD)/example/custom-task-out
+	$(BUILD)/example/hf_tokenizer $(KILN_DATA)/tokenizers/xlm-roberta "Hello world!" "Bonjour le monde."
 
 # The GPU check's bundle (Note [GPU bundle] in tools/gpu_bundle.sh): the CUDA
 # build's binaries with their libraries, and a source-build kit, in

@@ -137,10 +137,10 @@ void flush_batch_hf(const data::Tokenizer& tok, const TokenizeArgs& args,
       out += '\n';
     }
   } else {
-    const std::vector<data::TokenEncoding> encodings =
+    const std::vector<data::tok::Encoding> encodings =
         args.pairs ? tok.encode_batch(split_pairs(lines, first_line_number), !args.no_special)
                    : tok.encode_batch(lines, !args.no_special);
-    for (const data::TokenEncoding& e : encodings) {
+    for (const data::tok::Encoding& e : encodings) {
       append_hf(out, e.ids, args.tokens ? &tok : nullptr);
       if (args.pairs) append_hf(out, e.type_ids, nullptr);
     }
