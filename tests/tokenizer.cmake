@@ -87,3 +87,11 @@ if(TARGET kiln_cli)
     set_tests_properties(tokenize_cli_${_case} PROPERTIES TIMEOUT 300)
   endforeach()
 endif()
+
+# `kiln tokenize --tokenizer` / `--decode` against HF tokenizers (GPT-2, XLM-R).
+if(TARGET kiln_cli)
+  add_test(NAME tokenize_cli_hf_tokenizers
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tokenize_hf_cli.sh $<TARGET_FILE:kiln_cli> ${KILN_DEFAULT_PYTHON}
+            ${KILN_DEFAULT_DATA} ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/tokenizer_golden/hf_cli)
+  set_tests_properties(tokenize_cli_hf_tokenizers PROPERTIES TIMEOUT 300)
+endif()
