@@ -544,9 +544,11 @@ TEST(TokNormalizers, HostileCharsmapsAreErrors) {
   // Not base64.
   EXPECT_KILN_ERROR(precompiled_from_json(Json{{"type", "Precompiled"}, {"precompiled_charsmap", "!!!!"}}, "normalizer"),
                     "precompiled_charsmap", "invalid base64");
-  EXPECT_KILN_ERROR(base64_decode("AAA", "x"), "multiple of 4");
-  EXPECT_KILN_ERROR(base64_decode("A===", "x"), "padding");
-  EXPECT_KILN_ERROR(base64_decode("AB==", "x"), "trailing bits");
+  // Unpadded, over-padded, non-zero trailing bits: not the canonical form.
+  EXPECT_KILN_ERROR(base64_decode("AAA", "x"), "invalid base64");
+  EXPECT_KILN_ERROR(base64_decode("A===", "x"), "invalid base64");
+  EXPECT_KILN_ERROR(base64_decode("AB==", "x"), "invalid base64");
+  EXPECT_KILN_ERROR(base64_decode("AA==\n", "x"), "invalid base64");
   EXPECT_KILN_ERROR(base64_decode("AA=A", "x"), "invalid base64");
   EXPECT_KILN_ERROR(base64_decode("AA A", "x"), "invalid base64");
   EXPECT_EQ(base64_decode("", "x"), "");

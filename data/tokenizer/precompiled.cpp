@@ -1,6 +1,8 @@
 // HF's Precompiled normalizer (Note [Precompiled charsmap] in precompiled.h).
 #include "kiln/data/tokenizer/precompiled.h"
 
+#include <google/protobuf/stubs/strutil.h>  // Base64Escape / Base64Unescape (protobuf 3.x)
+
 #include <utf8proc.h>
 
 #include "core/error.h"
@@ -9,43 +11,18 @@ namespace kiln::data::tok {
 
 // ---- base64 -----------------------------------------------------------------
 
-namespace {
-int base64_value(unsigned char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-}  // namespace
-
+// protobuf-lite's codec (already linked for .model files). Its decoder is
+// lenient (whitespace, missing padding, non-zero trailing bits), so the text
+// must also be exactly the canonical encoding of what it decodes to, which
+// is what Rust base64's STANDARD engine accepts.
 std::string base64_decode(std::string_view text, const std::string& where) {
-  if (text.size() % 4 != 0)
-    fail(where, ": invalid base64: length ", text.size(), " is not a multiple of 4");
-  size_t pad = 0;
-  while (pad < text.size() && pad < 3 && text[text.size() - 1 - pad] == '=') ++pad;
-  if (pad > 2) fail(where, ": invalid base64: ", pad, " padding characters");
   std::string out;
-  out.reserve(text.size() / 4 * 3);
-  const size_t body = text.size() - pad;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < body; ++i) {
-    const int v = base64_value(static_cast<unsigned char>(text[i]));
-    if (v < 0)
-      fail(where, ": invalid base64: byte ", static_cast<int>(static_cast<unsigned char>(text[i])),
-           " at offset ", i);
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xFF);
-    }
-  }
-  // A padded final group leaves 4 (one '=' short: 2 bits) or 2 bits; they must be zero.
-  if (bits > 0 && (acc & ((1u << bits) - 1)) != 0)
-    fail(where, ": invalid base64: non-zero trailing bits in the last symbol");
+  if (!google::protobuf::Base64Unescape(google::protobuf::StringPiece(text.data(), text.size()), &out))
+    fail(where, ": invalid base64");
+  std::string canonical;
+  google::protobuf::Base64Escape(google::protobuf::StringPiece(out), &canonical);
+  if (canonical != text)
+    fail(where, ": invalid base64: not canonical RFC 4648 with padding (", text.size(), " characters)");
   return out;
 }
 

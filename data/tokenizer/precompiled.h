@@ -47,9 +47,9 @@
 
 namespace kiln::data::tok {
 
-// RFC 4648 base64 with canonical padding (Rust base64's STANDARD engine):
-// any other character, a bad length or non-zero trailing bits is a
-// kiln::Error naming `where`.
+// RFC 4648 base64 with canonical padding (Rust base64's STANDARD engine),
+// decoded by protobuf-lite: any other character, a bad length or padding,
+// whitespace or non-zero trailing bits is a kiln::Error naming `where`.
 std::string base64_decode(std::string_view text, const std::string& where);
 
 class PrecompiledCharsMap {
