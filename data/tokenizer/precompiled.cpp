@@ -1,7 +1,7 @@
 // HF's Precompiled normalizer (Note [Precompiled charsmap] in precompiled.h).
 #include "kiln/data/tokenizer/precompiled.h"
 
-#include <google/protobuf/stubs/strutil.h>  // Base64Escape / Base64Unescape (protobuf 3.x)
+#include <google/protobuf/stubs/strutil.h>  // Base64Escape, Base64Unescape (Debian 12's protobuf 3.21)
 
 #include <utf8proc.h>
 

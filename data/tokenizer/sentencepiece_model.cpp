@@ -2,7 +2,7 @@
 // protobuf reader and transformers' converters.
 #include "kiln/data/tokenizer/sentencepiece_model.h"
 
-#include <google/protobuf/stubs/strutil.h>  // Base64Escape (protobuf 3.x)
+#include <google/protobuf/stubs/strutil.h>  // Base64Escape (Debian 12's protobuf 3.21)
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -19,21 +19,8 @@ namespace {
 
 const char* const kMetaspace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
 
-bool valid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
-  utf8proc_ssize_t left = static_cast<utf8proc_ssize_t>(s.size());
-  while (left > 0) {
-    utf8proc_int32_t c;
-    const utf8proc_ssize_t n = utf8proc_iterate(p, left, &c);
-    if (n <= 0 || c < 0) return false;
-    p += n;
-    left -= n;
-  }
-  return true;
-}
-
 std::string checked_text(const std::string& s, const std::string& what, const std::string& field) {
-  KILN_CHECK(valid_utf8(s), what, ": ", field, " is not valid UTF-8");
+  KILN_CHECK(is_valid_utf8(s), what, ": ", field, " is not valid UTF-8");
   return s;
 }
 

@@ -70,19 +70,6 @@ inline size_t utf8_len(unsigned char lead) {
   return 4;
 }
 
-bool valid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
-  utf8proc_ssize_t left = static_cast<utf8proc_ssize_t>(s.size());
-  while (left > 0) {
-    utf8proc_int32_t c;
-    const utf8proc_ssize_t n = utf8proc_iterate(p, left, &c);
-    if (n <= 0 || c < 0) return false;
-    p += n;
-    left -= n;
-  }
-  return true;
-}
-
 const std::array<std::string, 256>& byte_pieces() {
   static const std::array<std::string, 256> pieces = [] {
     std::array<std::string, 256> a;
@@ -214,7 +201,7 @@ Unigram::Unigram(std::vector<Piece> vocab, std::optional<int32_t> unk_id, bool b
   pieces_.reserve(vocab.size());
   scores_.reserve(vocab.size());
   for (size_t i = 0; i < vocab.size(); ++i) {
-    KILN_CHECK(valid_utf8(vocab[i].piece), "Unigram: piece ", i, " is not valid UTF-8");
+    KILN_CHECK(is_valid_utf8(vocab[i].piece), "Unigram: piece ", i, " is not valid UTF-8");
     KILN_CHECK(std::isfinite(vocab[i].score), "Unigram: piece ", i, " has a non-finite score ",
                vocab[i].score);
     min_score_ = std::min(min_score_, vocab[i].score);
@@ -409,7 +396,7 @@ std::unique_ptr<Model> unigram_from_json(const Json& j, const std::string& where
     p.piece = json_as_string(e[0], w + "[0]");
     p.score = json_as_double(e[1], w + "[1]");
     if (!std::isfinite(p.score)) json_fail(w + "[1]", "score is not finite");
-    if (!valid_utf8(p.piece)) json_fail(w + "[0]", "piece is not valid UTF-8");
+    if (!is_valid_utf8(p.piece)) json_fail(w + "[0]", "piece is not valid UTF-8");
     vocab.push_back(std::move(p));
   }
   std::optional<int32_t> unk_id;
