@@ -67,6 +67,7 @@
 #include "kiln/data/tokenizer/tokenizer_config.h"
 #include "kiln/data/tokenizer/json_util.h"
 #include "kiln/data/tokenizer/normalized.h"
+#include "kiln/data/tokenizer/pieces.h"
 #include "kiln/data/tokenizer/pipeline.h"
 #include "kiln/data/tokenizer/added_vocabulary.h"
 #include "kiln/data/tokenizer/tokenizer.h"

@@ -1,7 +1,9 @@
 // GPT-2's byte-level alphabet and the ByteLevel pre-tokenizer (byte_level.h).
 #include "kiln/data/tokenizer/byte_level.h"
 
+#include <algorithm>
 #include <array>
+#include <string>
 #include <unordered_map>
 
 namespace kiln::data::tok {
@@ -9,6 +11,7 @@ namespace {
 
 struct ByteTable {
   std::array<char32_t, 256> to_char{};
+  std::array<std::string, 256> utf8;  // to_char in UTF-8
   std::unordered_map<char32_t, uint8_t> to_byte;
   ByteTable() {
     auto printable = [](int b) {
@@ -17,8 +20,10 @@ struct ByteTable {
     char32_t next = 0x100;
     for (int b = 0; b < 256; ++b)
       to_char[static_cast<size_t>(b)] = printable(b) ? static_cast<char32_t>(b) : next++;
-    for (int b = 0; b < 256; ++b)
+    for (int b = 0; b < 256; ++b) {
       to_byte.emplace(to_char[static_cast<size_t>(b)], static_cast<uint8_t>(b));
+      append_utf8(utf8[static_cast<size_t>(b)], to_char[static_cast<size_t>(b)]);
+    }
   }
 };
 
@@ -66,6 +71,50 @@ void ByteLevelPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
     return n.split(find_regex_matches(gpt2_regex(), n.get()), SplitBehavior::kIsolated);
   });
   s.normalize(byte_level_encode);
+}
+
+// pre_tokenize on Pieces (Note [Fast pre-tokenization]): prepend(" ") makes
+// the space replace the first code point, which is inserted again after it;
+// byte_level_encode's first byte of each code point replaces it, the others
+// are insertions (aligned as the code point's last byte).
+void ByteLevelPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                                                Pieces& out) const {
+  const ByteTable& t = table();
+  Pieces w;
+  std::vector<Match> cut;
+  out.clear();
+  for (size_t k = 0; k < in.spans.size(); ++k) {
+    const Span& p = in.spans[k];
+    if (p.begin == p.end) continue;  // dropped, as pre_tokenize drops it
+    w.clear();
+    if (add_prefix_space_ && in.text[p.begin] != ' ') {
+      size_t first = p.begin;
+      decode_utf8(in.text, first);
+      w.append(" ", in.src[p.begin]);
+      w.append(in.view({p.begin, first}), in.src[first - 1]);
+      w.append(in, first, p.end);
+    } else {
+      w.append(in, p.begin, p.end);
+    }
+    const std::string_view wt = w.text;
+    if (use_regex_)
+      cut = split_pieces(find_regex_matches(gpt2_regex(), wt), SplitBehavior::kIsolated);
+    else
+      cut.assign(1, Match{{0, wt.size()}, false});
+    for (const Match& q : cut) {
+      if (q.span.begin == q.span.end) continue;
+      const size_t begin = out.text.size();
+      for (size_t i = q.span.begin; i < q.span.end;) {
+        const size_t b = i;
+        decode_utf8(wt, i);
+        i = std::min(i, q.span.end);
+        for (size_t j = b; j < i; ++j)
+          out.append(t.utf8[static_cast<uint8_t>(wt[j])], j == b ? w.src[b] : w.src[i - 1]);
+      }
+      // (without the regex the piece is not sliced: it keeps its shift)
+      out.close(begin, use_regex_ ? input_begin(split, w, q.span.begin) : in.shifts[k]);
+    }
+  }
 }
 
 }  // namespace kiln::data::tok

@@ -41,6 +41,9 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   ByteLevelPreTokenizer(bool add_prefix_space, bool trim_offsets, bool use_regex)
       : add_prefix_space_(add_prefix_space), trim_offsets_(trim_offsets), use_regex_(use_regex) {}
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return true; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
 
   bool add_prefix_space() const { return add_prefix_space_; }
   bool trim_offsets() const { return trim_offsets_; }

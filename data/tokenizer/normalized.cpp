@@ -435,8 +435,7 @@ void NormalizedString::strip(bool left, bool right) {
 
 void NormalizedString::clear() { transform({}, normalized_.size()); }
 
-std::vector<NormalizedString> NormalizedString::split(Matches matches,
-                                                      SplitBehavior behavior) const {
+std::vector<Match> split_pieces(Matches matches, SplitBehavior behavior) {
   // (span, removed) pieces per behavior, as HF's NormalizedString::split.
   std::vector<Match> pieces;
   pieces.reserve(matches.size());
@@ -482,6 +481,12 @@ std::vector<NormalizedString> NormalizedString::split(Matches matches,
       break;
     }
   }
+  return pieces;
+}
+
+std::vector<NormalizedString> NormalizedString::split(Matches matches,
+                                                      SplitBehavior behavior) const {
+  const std::vector<Match> pieces = split_pieces(std::move(matches), behavior);
   std::vector<NormalizedString> out;
   out.reserve(pieces.size());
   for (const Match& p : pieces) {

@@ -57,6 +57,11 @@ Matches find_literal_matches(std::string_view s, std::string_view literal);
 // HF's SplitDelimiterBehavior.
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
+// The pieces HF's NormalizedString::split makes of `matches` per `behavior`,
+// in order: is_match flags a piece the behavior removes; empty pieces are
+// included (NormalizedString::split and Pieces drop them).
+std::vector<Match> split_pieces(Matches matches, SplitBehavior behavior);
+
 // One new code point and its change (Note [Alignments]).
 struct CharChange {
   char32_t c;

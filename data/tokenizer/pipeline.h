@@ -22,6 +22,7 @@
 
 #include "kiln/data/tokenizer/json_util.h"
 #include "kiln/data/tokenizer/normalized.h"
+#include "kiln/data/tokenizer/pieces.h"
 
 namespace kiln::data::tok {
 
@@ -39,6 +40,12 @@ class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
   virtual void pre_tokenize(PreTokenizedString& s) const = 0;
+  // Note [Fast pre-tokenization] (pieces.h): when has_pieces(),
+  // pre_tokenize_pieces cuts the pieces `in` of the split `split` (a plain
+  // one) into `out` exactly as pre_tokenize would cut them.
+  virtual bool has_pieces() const { return false; }
+  virtual void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                                   Pieces& out) const;
 };
 std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const Json& j, const std::string& where);
 

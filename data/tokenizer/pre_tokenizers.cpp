@@ -234,6 +234,139 @@ void SequencePreTokenizer::pre_tokenize(PreTokenizedString& s) const {
   for (const auto& step : steps_) step->pre_tokenize(s);
 }
 
+// ---- pieces (Note [Fast pre-tokenization]) --------------------------------------
+// Each is pre_tokenize above, step for step, on Pieces.
+
+void PreTokenizer::pre_tokenize_pieces(const NormalizedString&, const Pieces&, Pieces&) const {
+  fail("pre-tokenizer: no fast pre-tokenization (has_pieces() is false)");
+}
+
+namespace {
+template <typename Pred>
+auto chars_where(Pred pred) {
+  return [pred](std::string_view v) { return find_char_matches(v, pred); };
+}
+}  // namespace
+
+void BertPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                                           Pieces& out) const {
+  Pieces words;
+  split_each(split, in, words, chars_where(is_rust_whitespace), SplitBehavior::kRemoved);
+  split_each(split, words, out, chars_where(is_hf_punctuation), SplitBehavior::kIsolated);
+}
+
+void MetaspacePreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                                                Pieces& out) const {
+  Pieces w, one;
+  out.clear();
+  for (size_t k = 0; k < in.spans.size(); ++k) {
+    const Span& p = in.spans[k];
+    if (p.begin == p.end) continue;  // dropped, as pre_tokenize drops it
+    w.clear();
+    // replace(): the replacement takes the space's alignment.
+    for (size_t i = p.begin; i < p.end; ++i) {
+      if (in.text[i] == ' ')
+        w.append(str_rep_, in.src[i]);
+      else
+        w.append(in, i, i + 1);
+    }
+    const bool starts = w.text.compare(0, str_rep_.size(), str_rep_) == 0;
+    if (!starts && (prepend_ == Prepend::kAlways ||
+                    (prepend_ == Prepend::kFirst && in.shifts[k] == 0))) {
+      // prepend(): the replacement replaces the first code point, which is
+      // inserted again after it (aligned as its last byte).
+      size_t first = 0;
+      decode_utf8(w.text, first);
+      Pieces pre;
+      pre.append(str_rep_, w.src[0]);
+      pre.append(std::string_view(w.text).substr(0, first), w.src[first - 1]);
+      pre.append(w, first, w.text.size());
+      w = std::move(pre);
+    }
+    w.close(0, in.shifts[k]);
+    if (!split_) {
+      out.append(w, 0, w.text.size());
+      out.close(out.text.size() - w.text.size(), in.shifts[k]);
+      continue;
+    }
+    const char32_t r = replacement_;
+    split_each(split, w, one, chars_where([r](char32_t c) { return c == r; }),
+               SplitBehavior::kMergedWithNext);
+    for (size_t q = 0; q < one.spans.size(); ++q) {
+      const size_t begin = out.text.size();
+      out.append(one, one.spans[q].begin, one.spans[q].end);
+      out.close(begin, one.shifts[q]);
+    }
+  }
+}
+
+void WhitespacePreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                                                 Pieces& out) const {
+  split_each(
+      split, in, out,
+      [](std::string_view v) {
+        Matches m = find_regex_matches(whitespace_regex(), v);
+        for (Match& x : m) x.is_match = !x.is_match;
+        return m;
+      },
+      SplitBehavior::kRemoved);
+}
+
+void WhitespaceSplitPreTokenizer::pre_tokenize_pieces(const NormalizedString& split,
+                                                      const Pieces& in, Pieces& out) const {
+  split_each(split, in, out, chars_where(is_rust_whitespace), SplitBehavior::kRemoved);
+}
+
+void PunctuationPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                                                  Pieces& out) const {
+  split_each(split, in, out, chars_where(is_hf_punctuation), behavior_);
+}
+
+void DigitsPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                                             Pieces& out) const {
+  split_each(split, in, out, chars_where(is_rust_numeric),
+             individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
+}
+
+void SplitPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                                            Pieces& out) const {
+  split_each(
+      split, in, out,
+      [this](std::string_view v) {
+        Matches m = find_regex_matches(regex_, v);
+        if (invert_)
+          for (Match& x : m) x.is_match = !x.is_match;
+        return m;
+      },
+      behavior_);
+}
+
+void CharDelimiterSplitPreTokenizer::pre_tokenize_pieces(const NormalizedString& split,
+                                                         const Pieces& in, Pieces& out) const {
+  const char32_t d = delimiter_;
+  split_each(split, in, out, chars_where([d](char32_t c) { return c == d; }),
+             SplitBehavior::kRemoved);
+}
+
+SequencePreTokenizer::SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps)
+    : steps_(std::move(steps)) {
+  for (const auto& step : steps_) has_pieces_ = has_pieces_ && step->has_pieces();
+}
+
+void SequencePreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                                               Pieces& out) const {
+  if (steps_.empty()) {
+    out = in;
+    return;
+  }
+  Pieces a = in, b;
+  for (const auto& step : steps_) {
+    step->pre_tokenize_pieces(split, a, b);
+    std::swap(a, b);
+  }
+  out = std::move(a);
+}
+
 // ---- pre_tokenizer_from_json ------------------------------------------------------
 
 std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const Json& j, const std::string& where) {

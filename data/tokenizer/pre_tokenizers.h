@@ -62,6 +62,9 @@ bool is_hf_punctuation(char32_t c);
 class BertPreTokenizer : public PreTokenizer {
  public:
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return true; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
 };
 
 class MetaspacePreTokenizer : public PreTokenizer {
@@ -69,6 +72,9 @@ class MetaspacePreTokenizer : public PreTokenizer {
   enum class Prepend { kAlways, kFirst, kNever };
   MetaspacePreTokenizer(char32_t replacement, Prepend prepend, bool split);
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return true; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
   char32_t replacement() const { return replacement_; }
   Prepend prepend_scheme() const { return prepend_; }
   bool split() const { return split_; }
@@ -83,17 +89,26 @@ class MetaspacePreTokenizer : public PreTokenizer {
 class WhitespacePreTokenizer : public PreTokenizer {
  public:
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return true; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
 };
 
 class WhitespaceSplitPreTokenizer : public PreTokenizer {
  public:
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return true; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
 };
 
 class PunctuationPreTokenizer : public PreTokenizer {
  public:
   explicit PunctuationPreTokenizer(SplitBehavior behavior) : behavior_(behavior) {}
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return true; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
 
  private:
   SplitBehavior behavior_;
@@ -103,6 +118,9 @@ class DigitsPreTokenizer : public PreTokenizer {
  public:
   explicit DigitsPreTokenizer(bool individual_digits) : individual_(individual_digits) {}
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return true; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
 
  private:
   bool individual_;
@@ -114,6 +132,9 @@ class SplitPreTokenizer : public PreTokenizer {
   SplitPreTokenizer(std::string_view regex, SplitBehavior behavior, bool invert)
       : regex_(regex), behavior_(behavior), invert_(invert) {}
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return true; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
 
  private:
   Regex regex_;
@@ -125,6 +146,9 @@ class CharDelimiterSplitPreTokenizer : public PreTokenizer {
  public:
   explicit CharDelimiterSplitPreTokenizer(char32_t delimiter) : delimiter_(delimiter) {}
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return true; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
 
  private:
   char32_t delimiter_;
@@ -141,12 +165,15 @@ class FixedLengthPreTokenizer : public PreTokenizer {
 
 class SequencePreTokenizer : public PreTokenizer {
  public:
-  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps)
-      : steps_(std::move(steps)) {}
+  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps);
   void pre_tokenize(PreTokenizedString& s) const override;
+  bool has_pieces() const override { return has_pieces_; }
+  void pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
+                           Pieces& out) const override;
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
+  bool has_pieces_ = true;  // every step has pieces
 };
 
 }  // namespace kiln::data::tok

@@ -65,28 +65,56 @@ void tokenize_splits(PreTokenizedString& p, const tok::Model& model) {
   }
 }
 
-Encoding into_encoding(const PreTokenizedString& p, int32_t type_id, const CharOffsets* chars) {
-  Encoding e;
-  const auto& splits = p.splits();
-  for (size_t idx = 0; idx < splits.size(); ++idx) {
-    const Split& s = splits[idx];
-    const size_t shift = s.normalized.original_shift();
-    for (const Token& t : *s.tokens) {
-      Span o = t.offsets;
-      if (auto r = s.normalized.normalized_to_original(t.offsets)) o = {shift + r->begin, shift + r->end};
-      if (chars) o = chars->convert(o);
-      e.ids.push_back(t.id);
-      e.tokens.push_back(t.value);
-      e.offsets.push_back(o);
-      e.word_ids.push_back(static_cast<int32_t>(idx));
-    }
+// Appends one token to the encoding being built (type ids and masks come last).
+void push_token(Encoding& e, Token& t, Span offsets, int32_t word) {
+  e.ids.push_back(t.id);
+  e.tokens.push_back(std::move(t.value));
+  e.offsets.push_back(offsets);
+  e.word_ids.push_back(word);
+}
+
+// The tokens of one tokenized split (HF's into_encoding, per split).
+void push_split(Encoding& e, Split& s, int32_t word, const CharOffsets* chars) {
+  const size_t shift = s.normalized.original_shift();
+  for (Token& t : *s.tokens) {
+    Span o = t.offsets;
+    if (auto r = s.normalized.normalized_to_original(t.offsets)) o = {shift + r->begin, shift + r->end};
+    if (chars) o = chars->convert(o);
+    push_token(e, t, o, word);
   }
+}
+
+void finish_encoding(Encoding& e, int32_t type_id) {
   const size_t n = e.ids.size();
   e.type_ids.assign(n, type_id);
   e.special_tokens_mask.assign(n, 0);
   e.attention_mask.assign(n, 1);
   e.sequence_ids.assign(n, -1);
-  return e;
+}
+
+// The tokens of the pieces of a plain split (Note [Fast pre-tokenization]),
+// each piece one word; `word` is advanced past them.
+void push_pieces(Encoding& e, const tok::NormalizedString& split, const tok::Pieces& pieces,
+                 const tok::Model& model, int32_t& word, const CharOffsets* chars) {
+  thread_local std::vector<Token> tokens;
+  for (size_t k = 0; k < pieces.spans.size(); ++k) {
+    const Span& p = pieces.spans[k];
+    tokens.clear();
+    model.tokenize(pieces.view(p), tokens);
+    for (Token& t : tokens) {
+      // normalized_to_original on the piece: an empty range is kept as is
+      // (plus the piece's shift); one out of bounds keeps the model's offsets.
+      Span o = t.offsets;
+      if (t.offsets.begin == t.offsets.end)
+        o = {pieces.shifts[k] + t.offsets.begin, pieces.shifts[k] + t.offsets.end};
+      else if (t.offsets.begin < t.offsets.end && t.offsets.end <= p.end - p.begin)
+        o = {tok::input_begin(split, pieces, p.begin + t.offsets.begin),
+             tok::input_end(split, pieces, p.begin + t.offsets.end - 1)};
+      if (chars) o = chars->convert(o);
+      push_token(e, t, o, word);
+    }
+    ++word;
+  }
 }
 
 tok::TruncateSide side(TruncationParams::Direction d) {
@@ -160,13 +188,38 @@ Encoding Tokenizer::encode_sequence(std::string_view raw, int32_t type_id, Offse
     text = valid;
   }
   PreTokenizedString p = added_->extract_and_normalize(normalizer_.get(), text);
-  if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(p);
-  tokenize_splits(p, *model_);
-  if (unit == OffsetUnit::kChar) {
-    const CharOffsets chars(text);
-    return into_encoding(p, type_id, &chars);
+  std::optional<CharOffsets> char_offsets;
+  if (unit == OffsetUnit::kChar) char_offsets.emplace(text);
+  const CharOffsets* chars = char_offsets ? &*char_offsets : nullptr;
+  Encoding e;
+  if (!pre_tokenizer_ || !fast_pre_tokenization_ || !pre_tokenizer_->has_pieces()) {
+    if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(p);
+    tokenize_splits(p, *model_);
+    int32_t word = 0;
+    for (Split& s : p.splits()) push_split(e, s, word++, chars);
+    finish_encoding(e, type_id);
+    return e;
   }
-  return into_encoding(p, type_id, nullptr);
+  // Note [Fast pre-tokenization]: each plain split as Pieces, any other one
+  // through the general path alone (pre-tokenizers cut splits independently).
+  thread_local tok::Pieces in, out;
+  int32_t word = 0;
+  for (Split& s : p.splits()) {
+    if (s.tokens) {
+      push_split(e, s, word++, chars);
+    } else if (tok::plain_alignments(s.normalized)) {
+      in.reset(s.normalized);
+      pre_tokenizer_->pre_tokenize_pieces(s.normalized, in, out);
+      push_pieces(e, s.normalized, out, *model_, word, chars);
+    } else {
+      PreTokenizedString one(std::move(s.normalized));
+      pre_tokenizer_->pre_tokenize(one);
+      tokenize_splits(one, *model_);
+      for (Split& piece : one.splits()) push_split(e, piece, word++, chars);
+    }
+  }
+  finish_encoding(e, type_id);
+  return e;
 }
 
 size_t Tokenizer::num_special_tokens_to_add(bool is_pair) const {

@@ -93,6 +93,10 @@ class Tokenizer {
   void set_truncation(std::optional<TruncationParams> t) { truncation_ = std::move(t); }
   void set_padding(std::optional<PaddingParams> p) { padding_ = std::move(p); }
 
+  // Note [Fast pre-tokenization] (pieces.h): on by default; off runs every
+  // split through PreTokenizedString (the equivalence tests compare both).
+  void set_fast_pre_tokenization(bool on) { fast_pre_tokenization_ = on; }
+
   const tok::Model& model() const { return *model_; }
   // Number of special tokens the post-processor adds (0 without one).
   size_t num_special_tokens_to_add(bool is_pair) const;
@@ -112,6 +116,7 @@ class Tokenizer {
   std::shared_ptr<const tok::AddedVocabulary> added_;
   std::optional<TruncationParams> truncation_;
   std::optional<PaddingParams> padding_;
+  bool fast_pre_tokenization_ = true;
 };
 
 }  // namespace kiln::data
