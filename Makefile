@@ -25,7 +25,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libeigen3-dev libopenblas-dev libopenblas0-pthread googletest libgtest-dev \
   nlohmann-json3-dev libcli11-dev libutf8proc-dev libopenmpi-dev openmpi-bin \
   protobuf-compiler libprotobuf-dev libisal-dev libonnx-dev \
-  libonig-dev clang-14 libclang-rt-14-dev libboost-context-dev python3-venv python3-torch python3-numpy patchelf xz-utils
+  libonig-dev libpcre2-dev clang-14 libclang-rt-14-dev libboost-context-dev python3-venv python3-torch python3-numpy patchelf xz-utils
 
 .PHONY: all deps apt-deps py-deps build demo test test-main test-asan test-tsan test-install test-bundle gpu-bundle \
   bench clean

@@ -3,7 +3,7 @@
 # find_path/find_library, so the build needs no pkg-config: that keeps the GPU
 # source-build kit (tools/gpu_bundle.sh) usable on a machine with nothing but
 # a compiler, CMake and CUDA, where CMAKE_FIND_ROOT_PATH points into the kit.
-# Used for OpenBLAS, utf8proc, Oniguruma and ISA-L (cmake/KilnDeps.cmake,
+# Used for OpenBLAS, utf8proc, Oniguruma, PCRE2 and ISA-L (cmake/KilnDeps.cmake,
 # cmake/KilnTrainDeps.cmake).
 function(kiln_find_lib target)
   cmake_parse_arguments(ARG "" "HEADER" "NAMES;SUFFIXES" ${ARGN})
@@ -30,4 +30,6 @@ macro(kiln_find_c_deps)
   kiln_find_lib(kiln::utf8proc HEADER utf8proc.h NAMES utf8proc libutf8proc.so.2)
   # Oniguruma: the regex engine of HF tokenizers' pre-tokenizers (data/tokenizer/regex.h).
   kiln_find_lib(kiln::onig HEADER oniguruma.h NAMES onig libonig.so.5)
+  # PCRE2: the JIT accelerator of built-in patterns (Note [PCRE2 accelerator]).
+  kiln_find_lib(kiln::pcre2 HEADER pcre2.h NAMES pcre2-8 libpcre2-8.so.0)
 endmacro()

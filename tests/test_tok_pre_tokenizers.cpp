@@ -60,6 +60,46 @@ std::vector<Piece> pre_tokenize_str(const PreTokenizer& pt, const std::string& t
   return out;
 }
 
+// What the Tokenizer reads of each piece: its text, original_shift and the
+// input span of every byte's alignment.
+struct Aligned {
+  std::string text;
+  size_t shift;
+  std::vector<Span> bytes;
+  bool operator==(const Aligned&) const = default;
+};
+
+std::vector<Aligned> general_pieces(const PreTokenizer& pt, const std::string& text) {
+  PreTokenizedString s(text);
+  pt.pre_tokenize(s);
+  std::vector<Aligned> out;
+  for (const Split& sp : s.splits()) {
+    const NormalizedString& n = sp.normalized;
+    Aligned a{n.get(), n.original_shift(), {}};
+    for (const Span& b : n.alignments())
+      a.bytes.push_back({n.original_shift() + b.begin, n.original_shift() + b.end});
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// The same through pre_tokenize_pieces (Note [Fast pre-tokenization]).
+std::vector<Aligned> fast_pieces(const PreTokenizer& pt, const std::string& text) {
+  const NormalizedString split(text);
+  Pieces in, out;
+  in.reset(split);
+  pt.pre_tokenize_pieces(split, in, out);
+  std::vector<Aligned> got;
+  for (size_t k = 0; k < out.spans.size(); ++k) {
+    const Span& p = out.spans[k];
+    Aligned a{std::string(out.view(p)), out.shifts[k], {}};
+    for (size_t b = p.begin; b < p.end; ++b)
+      a.bytes.push_back({input_begin(split, out, b), input_end(split, out, b)});
+    got.push_back(std::move(a));
+  }
+  return got;
+}
+
 std::unique_ptr<PreTokenizer> from_json(const std::string& j) {
   return pre_tokenizer_from_json(Json::parse(j), "pre_tokenizer");
 }
@@ -200,6 +240,40 @@ TEST(TokRegex, ConcurrentSearchesAgree) {
   for (const auto& g : got) EXPECT_TRUE(g == want);
 }
 
+// Note [PCRE2 accelerator]: the PCRE2 spelling of GPT-2's pattern finds
+// exactly Oniguruma's matches: every code point in contexts that tell its
+// classes apart (after and before a letter, a digit, a space, punctuation,
+// an apostrophe; doubled; before a newline), then real text.
+TEST(TokRegex, AcceleratedPatternMatchesOnigurumaOnEveryCodePoint) {
+  const Regex fast(kGpt2Pattern), onig(kGpt2Pattern, /*accelerate=*/false);
+  ASSERT_TRUE(fast.accelerated());
+  ASSERT_FALSE(onig.accelerated());
+  EXPECT_TRUE(gpt2_regex().accelerated());
+  size_t chunks = 0, differ = 0;
+  std::string chunk;
+  auto check = [&] {
+    ++chunks;
+    if (fast.find_all(chunk) != onig.find_all(chunk) && ++differ <= 3)
+      ADD_FAILURE() << "PCRE2 and Oniguruma differ on " << Json(chunk.substr(0, 200)).dump();
+    chunk.clear();
+  };
+  for (char32_t c = 0; c <= 0x10FFFF; ++c) {
+    if (c >= 0xD800 && c <= 0xDFFF) continue;
+    std::string u;
+    append_utf8(u, c);
+    chunk += "a" + u + "a1" + u + "1 " + u + " !" + u + "!'" + u + u + "\n " + u + "\n";
+    if (chunk.size() > 8192) check();
+  }
+  check();
+  std::ifstream in(kiln::testing::data_file("wikitext-2/valid.txt"), std::ios::binary);
+  for (std::string line; std::getline(in, line);) {
+    chunk = to_valid_utf8(line);
+    check();
+  }
+  EXPECT_EQ(differ, 0u) << "of " << chunks << " texts";
+  EXPECT_GT(chunks, 5000u);
+}
+
 // ---- pre-tokenizers, hand-checked -----------------------------------------------------
 
 TEST(TokPreTokenizers, MetaspaceFirstOnlyPrependsAtTheInputStart) {
@@ -259,7 +333,8 @@ TEST(TokPreTokenizers, MatchHfOnRealAndAdversarialText) {
   const std::vector<std::string> texts =
       Json::parse(line).at("texts").get<std::vector<std::string>>();
   ASSERT_GT(texts.size(), 400u);
-  size_t configs = 0, compared = 0, load_errors = 0, run_errors = 0, failed_configs = 0;
+  size_t configs = 0, compared = 0, compared_fast = 0, load_errors = 0, run_errors = 0,
+         failed_configs = 0;
   while (std::getline(in, line)) {
     const Json rec = Json::parse(line);
     const Json& cfg = rec.at("config");
@@ -303,6 +378,13 @@ TEST(TokPreTokenizers, MatchHfOnRealAndAdversarialText) {
         continue;
       }
       ++compared;
+      if (pt->has_pieces()) {
+        ++compared_fast;
+        const std::vector<Aligned> general = general_pieces(*pt, text);
+        if (fast_pieces(*pt, text) != general && ++mismatches <= 3)
+          ADD_FAILURE() << cfg.dump() << " on " << Json(text.substr(0, 200)).dump()
+                        << ": pre_tokenize_pieces differs from pre_tokenize";
+      }
       if (got != want && ++mismatches <= 3)
         ADD_FAILURE() << cfg.dump() << " on " << Json(text.substr(0, 200)).dump() << " ("
                       << text.size() << " bytes)\n  hf:   " << show(want)
@@ -315,9 +397,10 @@ TEST(TokPreTokenizers, MatchHfOnRealAndAdversarialText) {
     }
   }
   std::cout << "[pre-tokenizer parity] " << configs << " configs, " << compared
-            << " texts compared, " << load_errors << " rejected configs, " << run_errors
+            << " texts compared (" << compared_fast << " also on the fast path), " << load_errors << " rejected configs, " << run_errors
             << " HF search failures, " << failed_configs << " configs with mismatches\n";
   EXPECT_GT(compared, 20000u);
+  EXPECT_GT(compared_fast, 15000u);
   EXPECT_GT(load_errors, 20u);
   EXPECT_EQ(run_errors, 2u);
   in.close();

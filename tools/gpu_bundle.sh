@@ -93,7 +93,7 @@ for exe in "$B"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$exe"; done
 for lib in "$B"/lib/*.so*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
 
 # ---- (b) the source-build kit -----------------------------------------------------
-KIT_PACKAGES="libeigen3-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev libonig-dev libopenblas-dev libopenblas-pthread-dev
+KIT_PACKAGES="libeigen3-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev libonig-dev libpcre2-dev libopenblas-dev libopenblas-pthread-dev
   libprotobuf-dev libisal-dev libgtest-dev"
 KIT=$B/kit
 LIBDIR=usr/lib/x86_64-linux-gnu

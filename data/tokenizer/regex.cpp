@@ -2,12 +2,15 @@
 #include "kiln/data/tokenizer/regex.h"
 
 #include <oniguruma.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include <algorithm>
 #include <mutex>
 #include <optional>
 
 #include "core/error.h"
+#include "kiln/data/tokenizer/byte_level.h"
 
 namespace kiln::data::tok {
 namespace {
@@ -51,14 +54,95 @@ struct Search {
 // The first search limit tried per call; the GPT-2 pattern needs at most 16.
 constexpr uint64_t kFirstSearchLimit = 64;
 
+// Note [PCRE2 accelerator]: Oniguruma patterns and their PCRE2 spellings.
+// \s and \S become classes without U+180E; [^\s\p{L}\p{N}] gains it.
+struct Accelerated {
+  std::string_view oniguruma, pcre2;
+};
+constexpr Accelerated kAccelerated[] = {
+    {kGpt2Pattern,
+     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?(?:[^\\s\\p{L}\\p{N}]|\\x{180E})+"
+     "|[^\\S\\x{180E}]+(?![\\S\\x{180E}])|[^\\S\\x{180E}]+"},
+};
+
+pcre2_code* compile_pcre2(std::string_view pattern) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  KILN_CHECK(code, "regex: the PCRE2 spelling of a built-in pattern does not compile (error ",
+             error, " at ", offset, ")");
+  // Without JIT (a platform without it) PCRE2's interpreter is still exact.
+  (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+  return code;
+}
+
+// The onig crate's FindMatches iterator over `search(from)`, the leftmost
+// match starting at or after byte `from`.
+template <typename Search>
+void find_iter(std::string_view s, Search&& search, std::vector<Span>& out) {
+  size_t last_end = 0;
+  bool have_last = false;
+  size_t last_match_end = 0;
+  while (last_end <= s.size()) {
+    const std::optional<Span> m = search(last_end);
+    if (!m) break;
+    if (m->begin == m->end && have_last && last_match_end == m->end) {
+      // An empty match where the last one ended: step over one code point.
+      if (last_end < s.size()) {
+        size_t i = last_end;
+        decode_utf8(s, i);
+        last_end = std::min(i, s.size());
+      } else {
+        last_end = s.size() + 1;
+      }
+      continue;
+    }
+    last_end = m->end;
+    last_match_end = m->end;
+    have_last = true;
+    out.push_back(*m);
+  }
+}
+
 }  // namespace
+
+void Regex::FreeFast::operator()(pcre2_real_code_8* r) const { pcre2_code_free(r); }
+
+bool Regex::find_all_fast(std::string_view s, std::vector<Span>& out) const {
+  struct MatchData {
+    pcre2_match_data* p = pcre2_match_data_create(1, nullptr);
+    ~MatchData() { pcre2_match_data_free(p); }
+  };
+  thread_local MatchData md;
+  KILN_CHECK(md.p, "regex /", pattern_, "/: out of memory");
+  bool failed = false;
+  const auto* str = reinterpret_cast<PCRE2_SPTR>(s.data());
+  find_iter(
+      s,
+      [&](size_t from) -> std::optional<Span> {
+        const int r = pcre2_match(fast_.get(), str, s.size(), from, PCRE2_NO_UTF_CHECK, md.p, nullptr);
+        if (r == PCRE2_ERROR_NOMATCH) return std::nullopt;
+        if (r < 0) {
+          failed = true;
+          return std::nullopt;
+        }
+        const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.p);
+        return Span{ov[0], ov[1]};
+      },
+      out);
+  return !failed;
+}
 
 void Regex::Free::operator()(re_pattern_buffer* r) const {
   std::lock_guard<std::mutex> lock(onig_mutex());
   onig_free(r);
 }
 
-Regex::Regex(std::string_view pattern) : pattern_(pattern) {
+Regex::Regex(std::string_view pattern, bool accelerate) : pattern_(pattern) {
+  if (accelerate)
+    for (const Accelerated& a : kAccelerated)
+      if (a.oniguruma == pattern_) fast_.reset(compile_pcre2(a.pcre2));
   std::lock_guard<std::mutex> lock(onig_mutex());
   ensure_initialized();
   OnigRegex reg = nullptr;
@@ -78,6 +162,11 @@ Regex::Regex(Regex&&) noexcept = default;
 Regex& Regex::operator=(Regex&&) noexcept = default;
 
 std::vector<Span> Regex::find_all(std::string_view s) const {
+  std::vector<Span> out;
+  if (fast_ && is_valid_utf8(s)) {
+    if (find_all_fast(s, out)) return out;
+    out.clear();  // PCRE2 failed (its match limit): Oniguruma decides
+  }
   Search st;
   KILN_CHECK(st.region && st.param, "regex /", pattern_, "/: out of memory");
   const auto* str = reinterpret_cast<const OnigUChar*>(s.data());
@@ -114,30 +203,7 @@ std::vector<Span> Regex::find_all(std::string_view s) const {
     }
   };
 
-  // The onig crate's FindMatches iterator.
-  std::vector<Span> out;
-  size_t last_end = 0;
-  bool have_last = false;
-  size_t last_match_end = 0;
-  while (last_end <= s.size()) {
-    const std::optional<Span> m = search(last_end);
-    if (!m) break;
-    if (m->begin == m->end && have_last && last_match_end == m->end) {
-      // An empty match where the last one ended: step over one code point.
-      if (last_end < s.size()) {
-        size_t i = last_end;
-        decode_utf8(s, i);
-        last_end = std::min(i, s.size());
-      } else {
-        last_end = s.size() + 1;
-      }
-      continue;
-    }
-    last_end = m->end;
-    last_match_end = m->end;
-    have_last = true;
-    out.push_back(*m);
-  }
+  find_iter(s, search, out);
   return out;
 }
 

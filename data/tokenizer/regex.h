@@ -40,6 +40,21 @@
 // times the steps it took). Real patterns take a few steps per call (the
 // GPT-2 pattern at most 16 on WikiText), far inside the budget; running out
 // of it is a kiln::Error where HF would still be searching.
+//
+// Note [PCRE2 accelerator]: Oniguruma takes about 250 ns per match of
+// GPT-2's pattern, more than all the rest of byte-level BPE. For the
+// patterns in a short table (regex.cpp: kAccelerated; GPT-2's, which the
+// ByteLevel pre-tokenizer and many Split pre-tokenizers use), a Regex also
+// compiles a PCRE2 spelling (JIT, about 35 ns per match) that matches
+// exactly what Oniguruma matches: both are backtracking engines with
+// leftmost-first alternation and greedy repeats, so the spellings differ
+// only where their character classes differ. Those classes were compared on
+// every code point (PCRE2 10.42's \s also holds U+180E, Oniguruma 6.9.8's
+// does not; the spelling excludes it), and tests/test_tok_regex.cpp repeats
+// that comparison for each accelerated pattern, every code point in several
+// contexts, against the libraries the build links. find_all runs the same
+// find_iter loop over either engine, and falls back to Oniguruma for a text
+// that is not valid UTF-8 or when PCRE2 reports any error (its match limit).
 #pragma once
 
 #include <cstddef>
@@ -52,6 +67,7 @@
 #include "kiln/data/tokenizer/normalized.h"
 
 struct re_pattern_buffer;  // Oniguruma's compiled regex (OnigRegexType)
+struct pcre2_real_code_8;  // PCRE2's compiled pattern (pcre2_code)
 
 namespace kiln::data::tok {
 
@@ -62,7 +78,9 @@ class Regex {
   static constexpr uint64_t kBudgetBase = 100'000'000;
   static constexpr uint64_t kBudgetPerByte = 256;
 
-  explicit Regex(std::string_view pattern);
+  // `accelerate`: use the PCRE2 spelling when the pattern has one (Note
+  // [PCRE2 accelerator]); false runs Oniguruma alone (tests compare both).
+  explicit Regex(std::string_view pattern, bool accelerate = true);
   ~Regex();
   Regex(Regex&&) noexcept;
   Regex& operator=(Regex&&) noexcept;
@@ -70,6 +88,7 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
 
   const std::string& pattern() const { return pattern_; }
+  bool accelerated() const { return fast_ != nullptr; }
 
   // The byte spans of the successive matches in `s` (valid UTF-8), as the
   // onig crate's find_iter; kiln::Error when Oniguruma fails (the retry
@@ -80,8 +99,14 @@ class Regex {
   struct Free {
     void operator()(re_pattern_buffer* r) const;
   };
+  struct FreeFast {
+    void operator()(pcre2_real_code_8* r) const;
+  };
+  // The PCRE2 loop; false when PCRE2 failed (find_all then uses Oniguruma).
+  bool find_all_fast(std::string_view s, std::vector<Span>& out) const;
   std::string pattern_;
   std::unique_ptr<re_pattern_buffer, Free> reg_;
+  std::unique_ptr<pcre2_real_code_8, FreeFast> fast_;
 };
 
 // HF's Pattern::find_matches for a SysRegex: ordered pieces covering `s`, the
