@@ -64,93 +64,8 @@ struct Bpe::Scratch {
   }
 };
 
-// Note [BPE cache]: merged words (fewer than kMaxCachedBytes bytes, as HF's
-// MAX_LENGTH) are kept per model in kSlots slots; a thread always uses the
-// slot of its own sequence number, so threads rarely share a slot and its
-// mutex and memory stay with one core (HF keeps a thread-local cache
-// instead, which outlives the model). A slot has two generations: words are
-// inserted into the current one; when it holds `capacity` words it becomes
-// the previous one (the old previous one is freed) and a new current one
-// starts; a word found only in the previous generation is copied into the
-// current one. So recently used words survive, and memory is bounded: a
-// generation also ends at 16 * capacity key bytes or 4 * capacity symbols,
-// so a slot holds at most about 2 * 100 * capacity bytes (~3 MB by default),
-// the cache at most kSlots times that. The cache only returns what
-// merge_word computed for the same string: results never depend on it.
-struct Bpe::Cache {
-  static constexpr size_t kSlots = 16;
-  static constexpr size_t kMaxCachedBytes = 256;
-  struct Generation {
-    kiln::data::StringIdMap index;    // word -> entry
-    std::vector<uint64_t> symbols;    // packed, all entries back to back
-    std::vector<uint32_t> starts{0};  // entry k is symbols[starts[k], starts[k + 1])
-    size_t key_bytes = 0;
-    size_t size() const { return starts.size() - 1; }
-    // The packed symbols of `word`, or {nullptr, 0}.
-    std::pair<const uint64_t*, size_t> find(std::string_view word) const {
-      const int32_t k = index.find(word);
-      if (k < 0) return {nullptr, 0};
-      const uint32_t b = starts[static_cast<size_t>(k)], e = starts[static_cast<size_t>(k) + 1];
-      return {symbols.data() + b, e - b};
-    }
-    void add(std::string_view word, const uint64_t* packed, size_t n) {
-      key_bytes += word.size();
-      index.insert(word, static_cast<int32_t>(size()));
-      symbols.insert(symbols.end(), packed, packed + n);
-      starts.push_back(static_cast<uint32_t>(symbols.size()));
-    }
-  };
-  struct alignas(64) Slot {
-    std::mutex mu;
-    Generation current, previous;
-  };
-  // (Capped so that entry numbers and symbol offsets fit their 32 bits.)
-  explicit Cache(size_t capacity)
-      : capacity(std::min(capacity, size_t{1} << 22)), slots(new Slot[kSlots]) {}
-
-  Slot& my_slot() {
-    static std::atomic<uint32_t> next_thread{0};
-    thread_local const uint32_t me = next_thread.fetch_add(1, std::memory_order_relaxed);
-    return slots[me % kSlots];
-  }
-  void add(Slot& s, std::string_view word, const uint64_t* packed, size_t n) {
-    // Full: `capacity` words, or (long words) 16 key bytes or 4 symbols a word.
-    if (s.current.size() >= capacity || s.current.key_bytes + word.size() > 16 * capacity ||
-        s.current.symbols.size() + n > 4 * capacity) {
-      s.previous = std::move(s.current);
-      s.current = Generation();
-    }
-    s.current.add(word, packed, n);
-  }
-  // Copies the entry of `word` into `out`; false when absent.
-  bool find(std::string_view word, std::vector<uint64_t>& out) {
-    Slot& s = my_slot();
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto [p, n] = s.current.find(word);
-    if (!p) {
-      std::tie(p, n) = s.previous.find(word);
-      if (!p) return false;
-      out.assign(p, p + n);
-      add(s, word, out.data(), n);  // may free `previous`: copied first
-      return true;
-    }
-    out.assign(p, p + n);
-    return true;
-  }
-  void insert(std::string_view word, const Symbol* symbols, size_t n, std::vector<uint64_t>& buf) {
-    buf.clear();
-    for (size_t i = 0; i < n; ++i)
-      if (symbols[i].len > 0)
-        buf.push_back(static_cast<uint64_t>(static_cast<uint32_t>(symbols[i].id)) << 32 |
-                      symbols[i].len);
-    Slot& s = my_slot();
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (s.current.index.find(word) < 0) add(s, word, buf.data(), buf.size());
-  }
-
-  size_t capacity;
-  std::unique_ptr<Slot[]> slots;
-};
+// Note [BPE cache]: merged words are kept in a WordCache (Note [Word cache]),
+// as (id << 32 | byte length) per symbol.
 
 // ---- construction -------------------------------------------------------------
 
@@ -230,7 +145,7 @@ Bpe::Bpe(TokenVocab vocab, const Merges& merges, BpeOptions options,
     pairs_.put(pair_key(a_id, b_id), static_cast<uint32_t>(i));
     merged_id_[i] = new_id;
   }
-  if (options_.cache_capacity > 0) cache_ = std::make_unique<Cache>(options_.cache_capacity);
+  if (options_.cache_capacity > 0) cache_ = std::make_unique<WordCache<uint64_t>>(options_.cache_capacity);
 }
 
 Bpe::~Bpe() = default;
@@ -390,7 +305,7 @@ void Bpe::tokenize(std::string_view sequence, std::vector<Token>& out) const {
     }
   }
   thread_local Scratch scratch;
-  const bool cacheable = cache_ && sequence.size() < Cache::kMaxCachedBytes;
+  const bool cacheable = cache_ && WordCache<uint64_t>::cacheable(sequence);
   if (cacheable && cache_->find(sequence, scratch.packed)) {
     size_t pos = 0;
     for (const uint64_t p : scratch.packed) {
@@ -403,8 +318,13 @@ void Bpe::tokenize(std::string_view sequence, std::vector<Token>& out) const {
   }
   merge_word(sequence, scratch);
   emit(scratch.symbols.data(), scratch.symbols.size(), out);
-  if (cacheable)
-    cache_->insert(sequence, scratch.symbols.data(), scratch.symbols.size(), scratch.packed);
+  if (cacheable) {
+    scratch.packed.clear();
+    for (const Symbol& sym : scratch.symbols)
+      if (sym.len > 0)
+        scratch.packed.push_back(static_cast<uint64_t>(static_cast<uint32_t>(sym.id)) << 32 | sym.len);
+    cache_->insert(sequence, scratch.packed.data(), scratch.packed.size());
+  }
   scratch.release_if_large();
 }
 

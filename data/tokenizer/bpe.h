@@ -35,6 +35,7 @@
 #include "kiln/data/tokenizer/json_util.h"
 #include "kiln/data/tokenizer/model_vocab.h"
 #include "kiln/data/tokenizer/pipeline.h"
+#include "kiln/data/tokenizer/word_cache.h"
 
 namespace kiln::data::tok {
 
@@ -117,7 +118,6 @@ class Bpe final : public Model {
     uint32_t len;        // bytes of the input; 0 once merged into its left neighbour
   };
   struct Scratch;
-  struct Cache;
 
   // Id of code point `cp` at a position of the given kind (bit 0: not the
   // first, bit 1: the last), -1 when absent.
@@ -141,7 +141,7 @@ class Bpe final : public Model {
   std::array<std::vector<int32_t>, 4> dense_chars_;  // [kind][cp] for cp < kDenseChars
   FlatU64Map sparse_chars_;                          // kind << 21 | cp -> id, for the others
   std::array<int32_t, 256> byte_ids_{};              // "<0xHH>" ids (-1: absent)
-  std::unique_ptr<Cache> cache_;
+  std::unique_ptr<WordCache<uint64_t>> cache_;  // Note [BPE cache]
 };
 
 // The "model" object of a tokenizer.json with "type": "BPE" (or no type):

@@ -134,8 +134,25 @@ void push_replacement(std::vector<CharChange>& out, std::string_view old_part,
 }
 }  // namespace
 
+PrecompiledNormalizer::PrecompiledNormalizer(PrecompiledCharsMap map) : map_(std::move(map)) {
+  for (size_t c = 0; c < ascii_mapped_.size(); ++c) {
+    const char ch = static_cast<char>(c);
+    ascii_mapped_[c] = map_.transform(std::string_view(&ch, 1)).has_value();
+  }
+  crlf_mapped_ = map_.transform("\r\n").has_value();
+}
+
 void PrecompiledNormalizer::normalize(NormalizedString& s) const {
   const std::string& text = s.get();
+  // ASCII text: graphemes are its characters, except CR LF (UAX #29 GB3-GB5;
+  // no ASCII character extends, prepends or joins).
+  bool unchanged = true;
+  for (size_t i = 0; i < text.size() && unchanged; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    unchanged = c < 0x80 && !ascii_mapped_[c] &&
+                !(crlf_mapped_ && c == '\r' && i + 1 < text.size() && text[i + 1] == '\n');
+  }
+  if (unchanged) return;
   std::vector<CharChange> changes;
   changes.reserve(text.size());
   bool modified = false;

@@ -37,6 +37,7 @@
 // byte, so work is bounded by the text length whatever the trie holds.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -71,12 +72,17 @@ class PrecompiledCharsMap {
 
 class PrecompiledNormalizer : public Normalizer {
  public:
-  explicit PrecompiledNormalizer(PrecompiledCharsMap map) : map_(std::move(map)) {}
+  explicit PrecompiledNormalizer(PrecompiledCharsMap map);
   void normalize(NormalizedString& s) const override;
   const PrecompiledCharsMap& charsmap() const { return map_; }
 
  private:
   PrecompiledCharsMap map_;
+  // Whether the charsmap maps each ASCII character, and "\r\n": on ASCII
+  // text every grapheme is one character (or CR LF), so when none of them
+  // is mapped the text is left as it is without segmenting it.
+  std::array<bool, 128> ascii_mapped_{};
+  bool crlf_mapped_ = false;
 };
 
 // The "Precompiled" object of tokenizer.json.

@@ -187,8 +187,14 @@ int32_t DoubleArrayTrie::find(std::string_view key) const {
   return value(unit);
 }
 
+namespace {
+// Words per cache generation (HF's Unigram cache holds 10,000).
+constexpr size_t kUnigramCacheCapacity = 16384;
+}  // namespace
+
 Unigram::Unigram(std::vector<Piece> vocab, std::optional<int32_t> unk_id, bool byte_fallback)
-    : byte_fallback_(byte_fallback) {
+    : byte_fallback_(byte_fallback),
+      cache_(std::make_shared<WordCache<CachedToken>>(kUnigramCacheCapacity)) {
   KILN_CHECK(vocab.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max()),
              "Unigram: ", vocab.size(), " pieces, over the limit of 2^31 - 1");
   if (unk_id) {
@@ -246,6 +252,33 @@ void Unigram::emit_unknown(std::string_view sequence, size_t begin, size_t end,
 }
 
 void Unigram::tokenize(std::string_view sequence, std::vector<Token>& out) const {
+  thread_local std::vector<CachedToken> cached;
+  const bool cacheable = cache_ && WordCache<CachedToken>::cacheable(sequence);
+  if (cacheable && cache_->find(sequence, cached)) {
+    for (const CachedToken& t : cached)
+      out.push_back(Token{t.id,
+                          t.vocab_value ? pieces_[static_cast<size_t>(t.id)]
+                                        : std::string(sequence.substr(t.begin, t.end - t.begin)),
+                          Span{t.begin, t.end}});
+    return;
+  }
+  const size_t first = out.size();
+  tokenize_uncached(sequence, out);
+  if (!cacheable) return;
+  // Cached only when every value is the span's text or its id's piece.
+  cached.clear();
+  for (size_t k = first; k < out.size(); ++k) {
+    const Token& t = out[k];
+    const std::string_view text = sequence.substr(t.offsets.begin, t.offsets.end - t.offsets.begin);
+    const bool vocab_value = t.value != text;
+    if (vocab_value && t.value != pieces_[static_cast<size_t>(t.id)]) return;
+    cached.push_back({t.id, static_cast<uint32_t>(t.offsets.begin),
+                      static_cast<uint32_t>(t.offsets.end), vocab_value});
+  }
+  cache_->insert(sequence, cached.data(), cached.size());
+}
+
+void Unigram::tokenize_uncached(std::string_view sequence, std::vector<Token>& out) const {
   const size_t n = sequence.size();
   if (n == 0) return;
   KILN_CHECK(n < static_cast<size_t>(std::numeric_limits<int32_t>::max()),

@@ -29,6 +29,7 @@
 
 #include "kiln/data/tokenizer/json_util.h"
 #include "kiln/data/tokenizer/pipeline.h"
+#include "kiln/data/tokenizer/word_cache.h"
 
 namespace kiln::data::tok {
 
@@ -98,6 +99,16 @@ class Unigram final : public Model {
   // Appends the token(s) of a run of fused unknown nodes, text [begin, end).
   void emit_unknown(std::string_view sequence, size_t begin, size_t end,
                     std::vector<Token>& out) const;
+  // Viterbi and the emission of its path (tokenize without the cache).
+  void tokenize_uncached(std::string_view sequence, std::vector<Token>& out) const;
+
+  // A cached token (Note [Word cache]): its id and span; its value is the
+  // span's text, or (vocab_value) the piece of its id (byte fallback).
+  struct CachedToken {
+    int32_t id;
+    uint32_t begin, end;
+    bool vocab_value;
+  };
 
   std::vector<std::string> pieces_;  // by id
   std::vector<double> scores_;       // by id
@@ -107,6 +118,8 @@ class Unigram final : public Model {
   double min_score_ = 0.0;           // +inf for an empty vocabulary (HF)
   // byte_fallback: the id of "<0xHH>" for each byte (-1: absent).
   std::array<int32_t, 256> byte_ids_{};
+  // Shared by copies (a cache never changes results).
+  std::shared_ptr<WordCache<CachedToken>> cache_;
 };
 
 // Note [HF float parsing]: HF tokenizers reads tokenizer.json with
