@@ -167,7 +167,16 @@ std::vector<std::pair<int32_t, Span>> AddedVocabulary::find_matches(std::string_
 void AddedVocabulary::split_with(PreTokenizedString& p, const Matcher& m) const {
   p.split([&](size_t, NormalizedString&& n) {
     std::vector<Split> out;
-    for (const auto& [id, span] : find_matches(n.get(), m)) {
+    const auto matches = find_matches(n.get(), m);
+    // No added token, and n's alignments span all of its original: the one
+    // slice would be n itself, so n is kept as it is (no copy).
+    if (matches.size() == 1 && matches[0].first < 0 && matches[0].second == Span{0, n.size()} &&
+        !n.empty() && n.alignments().front().begin == 0 &&
+        n.alignments().back().end == n.original().size()) {
+      out.push_back({std::move(n), std::nullopt});
+      return out;
+    }
+    for (const auto& [id, span] : matches) {
       std::optional<NormalizedString> slice = n.slice_normalized(span);
       KILN_CHECK(slice.has_value(), "added tokens: bad split [", span.begin, ", ", span.end, ")");
       if (id >= 0) {

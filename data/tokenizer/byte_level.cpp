@@ -11,7 +11,11 @@ namespace {
 
 struct ByteTable {
   std::array<char32_t, 256> to_char{};
-  std::array<std::string, 256> utf8;  // to_char in UTF-8
+  struct Utf8 {
+    char bytes[2];
+    uint8_t size;
+  };
+  std::array<Utf8, 256> utf8{};  // to_char in UTF-8 (every one is 1 or 2 bytes)
   std::unordered_map<char32_t, uint8_t> to_byte;
   ByteTable() {
     auto printable = [](int b) {
@@ -22,7 +26,11 @@ struct ByteTable {
       to_char[static_cast<size_t>(b)] = printable(b) ? static_cast<char32_t>(b) : next++;
     for (int b = 0; b < 256; ++b) {
       to_byte.emplace(to_char[static_cast<size_t>(b)], static_cast<uint8_t>(b));
-      append_utf8(utf8[static_cast<size_t>(b)], to_char[static_cast<size_t>(b)]);
+      std::string u;
+      append_utf8(u, to_char[static_cast<size_t>(b)]);
+      Utf8& e = utf8[static_cast<size_t>(b)];
+      e.size = static_cast<uint8_t>(u.size());
+      for (size_t k = 0; k < u.size() && k < 2; ++k) e.bytes[k] = u[k];
     }
   }
 };
@@ -104,13 +112,30 @@ void ByteLevelPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, c
     for (const Match& q : cut) {
       if (q.span.begin == q.span.end) continue;
       const size_t begin = out.text.size();
+      // At most two bytes per input byte, written in place.
+      out.text.resize(begin + 2 * (q.span.end - q.span.begin));
+      out.src.resize(out.text.size());
+      char* text = out.text.data();
+      uint32_t* src = out.src.data();
+      size_t at = begin;
       for (size_t i = q.span.begin; i < q.span.end;) {
         const size_t b = i;
-        decode_utf8(wt, i);
+        if (static_cast<unsigned char>(wt[i]) < 0x80)
+          ++i;
+        else
+          decode_utf8(wt, i);
         i = std::min(i, q.span.end);
-        for (size_t j = b; j < i; ++j)
-          out.append(t.utf8[static_cast<uint8_t>(wt[j])], j == b ? w.src[b] : w.src[i - 1]);
+        for (size_t j = b; j < i; ++j) {
+          const ByteTable::Utf8& e = t.utf8[static_cast<uint8_t>(wt[j])];
+          const uint32_t source = j == b ? w.src[b] : w.src[i - 1];
+          for (uint8_t k = 0; k < e.size; ++k) {
+            text[at] = e.bytes[k];
+            src[at++] = source;
+          }
+        }
       }
+      out.text.resize(at);
+      out.src.resize(at);
       // (without the regex the piece is not sliced: it keeps its shift)
       out.close(begin, use_regex_ ? input_begin(split, w, q.span.begin) : in.shifts[k]);
     }

@@ -257,45 +257,51 @@ void BertPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const 
 
 void MetaspacePreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
                                                 Pieces& out) const {
-  Pieces w, one;
+  Pieces w, pre;
   out.clear();
+  const std::string_view rep = str_rep_;
   for (size_t k = 0; k < in.spans.size(); ++k) {
     const Span& p = in.spans[k];
     if (p.begin == p.end) continue;  // dropped, as pre_tokenize drops it
+    // replace(): each space becomes the replacement, with the space's alignment.
     w.clear();
-    // replace(): the replacement takes the space's alignment.
-    for (size_t i = p.begin; i < p.end; ++i) {
-      if (in.text[i] == ' ')
-        w.append(str_rep_, in.src[i]);
-      else
-        w.append(in, i, i + 1);
+    for (size_t i = p.begin; i < p.end;) {
+      const size_t space = in.text.find(' ', i);
+      const size_t stop = space < p.end ? space : p.end;
+      w.append(in, i, stop);
+      if (stop == p.end) break;
+      w.append(rep, in.src[stop]);
+      i = stop + 1;
     }
-    const bool starts = w.text.compare(0, str_rep_.size(), str_rep_) == 0;
+    const bool starts = w.text.compare(0, rep.size(), rep) == 0;
     if (!starts && (prepend_ == Prepend::kAlways ||
                     (prepend_ == Prepend::kFirst && in.shifts[k] == 0))) {
       // prepend(): the replacement replaces the first code point, which is
       // inserted again after it (aligned as its last byte).
       size_t first = 0;
       decode_utf8(w.text, first);
-      Pieces pre;
-      pre.append(str_rep_, w.src[0]);
+      pre.clear();
+      pre.append(rep, w.src[0]);
       pre.append(std::string_view(w.text).substr(0, first), w.src[first - 1]);
       pre.append(w, first, w.text.size());
-      w = std::move(pre);
+      std::swap(w, pre);
     }
-    w.close(0, in.shifts[k]);
-    if (!split_) {
+    if (!split_) {  // the piece is not sliced: it keeps its shift
+      const size_t begin = out.text.size();
       out.append(w, 0, w.text.size());
-      out.close(out.text.size() - w.text.size(), in.shifts[k]);
+      out.close(begin, in.shifts[k]);
       continue;
     }
-    const char32_t r = replacement_;
-    split_each(split, w, one, chars_where([r](char32_t c) { return c == r; }),
-               SplitBehavior::kMergedWithNext);
-    for (size_t q = 0; q < one.spans.size(); ++q) {
+    // split(MergedWithNext) at each replacement: a piece starts at each one
+    // (and before the first, when the text does not start with it); as a
+    // code point of valid UTF-8 it is found by its bytes.
+    for (size_t b = 0; b < w.text.size();) {
+      size_t e = w.text.find(rep, b == 0 && !w.text.starts_with(rep) ? 0 : b + rep.size());
+      if (e == std::string::npos) e = w.text.size();
       const size_t begin = out.text.size();
-      out.append(one, one.spans[q].begin, one.spans[q].end);
-      out.close(begin, one.shifts[q]);
+      out.append(w, b, e);
+      out.close(begin, input_begin(split, w, b));
+      b = e;
     }
   }
 }
