@@ -55,7 +55,7 @@ struct Bpe::Scratch {
   static constexpr size_t kKeepSymbols = size_t{1} << 16;
   std::vector<Symbol> symbols;
   std::vector<uint64_t> heap;    // rank << 32 | position, a min-heap
-  std::vector<uint64_t> packed;  // a cached word: id << 32 | len per symbol
+  std::vector<uint64_t> packed;  // a cached word (Note [BPE cache])
   void release_if_large() {
     if (symbols.capacity() > kKeepSymbols) {
       symbols = {};
@@ -65,7 +65,11 @@ struct Bpe::Scratch {
 };
 
 // Note [BPE cache]: merged words are kept in a WordCache (Note [Word cache]),
-// as (id << 32 | byte length) per symbol.
+// as id << 32 | kValueIsText | byte length per symbol; kValueIsText marks a
+// token whose string is the word's bytes it covers (no prefix, suffix or
+// byte fallback), which a hit then copies from the word itself.
+constexpr uint64_t kValueIsText = uint64_t{1} << 31;
+constexpr uint64_t kLengthMask = kValueIsText - 1;
 
 // ---- construction -------------------------------------------------------------
 
@@ -310,8 +314,12 @@ void Bpe::tokenize(std::string_view sequence, std::vector<Token>& out) const {
     size_t pos = 0;
     for (const uint64_t p : scratch.packed) {
       const auto id = static_cast<int32_t>(p >> 32);
-      const auto len = static_cast<uint32_t>(p);
-      out.push_back(Token{id, *vocab_.token(id), Span{pos, pos + len}});
+      const auto len = static_cast<uint32_t>(p & kLengthMask);
+      // (The word's own bytes when they spell the token: no vocabulary read.)
+      out.push_back(Token{id,
+                          (p & kValueIsText) ? std::string(sequence.substr(pos, len))
+                                             : *vocab_.token(id),
+                          Span{pos, pos + len}});
       pos += len;
     }
     return;
@@ -320,9 +328,16 @@ void Bpe::tokenize(std::string_view sequence, std::vector<Token>& out) const {
   emit(scratch.symbols.data(), scratch.symbols.size(), out);
   if (cacheable) {
     scratch.packed.clear();
-    for (const Symbol& sym : scratch.symbols)
-      if (sym.len > 0)
-        scratch.packed.push_back(static_cast<uint64_t>(static_cast<uint32_t>(sym.id)) << 32 | sym.len);
+    size_t pos = 0;
+    for (const Symbol& sym : scratch.symbols) {
+      if (sym.len == 0) continue;
+      // (byte fallback with a prefix or suffix spells more bytes than the word has)
+      const bool text = pos + sym.len <= sequence.size() &&
+                        *vocab_.token(sym.id) == sequence.substr(pos, sym.len);
+      scratch.packed.push_back(static_cast<uint64_t>(static_cast<uint32_t>(sym.id)) << 32 |
+                               (text ? kValueIsText : 0) | sym.len);
+      pos += sym.len;
+    }
     cache_->insert(sequence, scratch.packed.data(), scratch.packed.size());
   }
   scratch.release_if_large();

@@ -162,12 +162,13 @@ Matches find_literal_matches(std::string_view s, std::string_view literal) {
 // ---- NormalizedString -------------------------------------------------------
 
 NormalizedString::NormalizedString(std::string_view s) : original_(s), normalized_(s) {
-  alignments_.reserve(s.size());
+  alignments_.resize(s.size());
   for (size_t i = 0; i < s.size();) {
     const size_t b = i;
-    decode_utf8(s, i);
-    i = std::min(i, s.size());
-    for (size_t k = b; k < i; ++k) alignments_.push_back({b, i});
+    const auto c = static_cast<unsigned char>(s[i]);
+    // The code point's length from its lead byte (valid UTF-8).
+    i = std::min(s.size(), b + (c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2));
+    for (size_t k = b; k < i; ++k) alignments_[k] = {b, i};
   }
 }
 

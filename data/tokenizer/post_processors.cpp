@@ -192,7 +192,17 @@ Encoding HfPostProcessor::process(Encoding a, std::optional<Encoding> b,
   TokenBudget budget;
   encodings = process_encodings(std::move(encodings), add_special_tokens, budget);
   RangedEncoding merged;
-  for (const RangedEncoding& e : encodings) merge_ranged(merged, e, budget);
+  for (RangedEncoding& e : encodings) {
+    if (merged.size() == 0 && merged.ranges.empty() && merged.overflowing.empty() &&
+        e.overflowing.empty()) {
+      // merge_ranged into nothing, without windows, is `e` itself (but for
+      // sequence_ids, which to_encoding sets from the ranges): moved.
+      budget.charge(e.size(), 0);
+      merged = std::move(e);
+      continue;
+    }
+    merge_ranged(merged, e, budget);
+  }
   return to_encoding(std::move(merged));
 }
 
