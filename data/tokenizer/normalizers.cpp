@@ -1,6 +1,8 @@
 // HF tokenizers' normalizers and normalizer_from_json (normalizers.h).
 #include "kiln/data/tokenizer/normalizers.h"
 
+#include <algorithm>
+
 #include <utf8proc.h>
 
 #include "core/error.h"
@@ -100,7 +102,10 @@ ReplaceNormalizer::ReplaceNormalizer(std::string_view pattern, bool is_regex, st
     : regex_(is_regex ? std::string(pattern) : regex_escape(pattern)), content_(std::move(content)) {}
 
 void ReplaceNormalizer::normalize(NormalizedString& s) const {
-  s.replace(find_regex_matches(regex_, s.get()), content_);
+  const Matches m = find_regex_matches(regex_, s.get());
+  // Nothing matched: replace() would rebuild the same text and alignments.
+  if (std::none_of(m.begin(), m.end(), [](const Match& x) { return x.is_match; })) return;
+  s.replace(m, content_);
 }
 
 void ByteLevelNormalizer::normalize(NormalizedString& s) const {

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <iterator>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.h"
@@ -49,11 +51,39 @@ RangedEncoding copy_of(const RangedEncoding& x, TokenBudget& budget) {
   return c;
 }
 
+// What copy_of(x) charges, for a caller that moves x instead.
+void charge_as_copy(const RangedEncoding& x, TokenBudget& budget) {
+  budget.charge(x.size());
+  for (const RangedEncoding& o : x.overflowing) charge_as_copy(o, budget);
+}
+
 void set_sequence_id(RangedEncoding& r, size_t id) { r.ranges[id] = {0, r.size()}; }
 
 template <typename T>
 void concat(std::vector<T>& out, const std::vector<T>& v) {
   out.insert(out.end(), v.begin(), v.end());
+}
+
+// self's tokens followed by other's, other's ranges shifted after self's
+// (other's token strings moved when it is an rvalue); not the windows.
+template <typename R>
+void append_fields(RangedEncoding& self, R&& other) {
+  const size_t shift = self.size();
+  for (const auto& [id, span] : other.ranges)
+    self.ranges[id] = {span.begin + shift, span.end + shift};
+  Encoding& s = self.enc;
+  const Encoding& o = other.enc;
+  concat(s.ids, o.ids);
+  concat(s.type_ids, o.type_ids);
+  if constexpr (std::is_rvalue_reference_v<R&&>)
+    s.tokens.insert(s.tokens.end(), std::make_move_iterator(other.enc.tokens.begin()),
+                    std::make_move_iterator(other.enc.tokens.end()));
+  else
+    concat(s.tokens, o.tokens);
+  concat(s.word_ids, o.word_ids);
+  concat(s.offsets, o.offsets);
+  concat(s.special_tokens_mask, o.special_tokens_mask);
+  concat(s.attention_mask, o.attention_mask);
 }
 
 // `e` between optional `head` and optional `tail` special tokens (Bert's and
@@ -133,18 +163,7 @@ void merge_ranged(RangedEncoding& self, const RangedEncoding& other, TokenBudget
     windows.push_back(std::move(n));
   }
   budget.charge(other.size(), 0);
-  const size_t shift = self.size();
-  for (const auto& [id, span] : other.ranges)
-    self.ranges[id] = {span.begin + shift, span.end + shift};
-  Encoding& s = self.enc;
-  const Encoding& o = other.enc;
-  concat(s.ids, o.ids);
-  concat(s.type_ids, o.type_ids);
-  concat(s.tokens, o.tokens);
-  concat(s.word_ids, o.word_ids);
-  concat(s.offsets, o.offsets);
-  concat(s.special_tokens_mask, o.special_tokens_mask);
-  concat(s.attention_mask, o.attention_mask);
+  append_fields(self, other);
   self.overflowing = std::move(windows);
 }
 
@@ -199,6 +218,12 @@ Encoding HfPostProcessor::process(Encoding a, std::optional<Encoding> b,
       // sequence_ids, which to_encoding sets from the ranges): moved.
       budget.charge(e.size(), 0);
       merged = std::move(e);
+      continue;
+    }
+    if (merged.overflowing.empty() && e.overflowing.empty()) {
+      // merge_ranged without windows on either side, moving e's strings.
+      budget.charge(e.size(), 0);
+      append_fields(merged, std::move(e));
       continue;
     }
     merge_ranged(merged, e, budget);
@@ -335,7 +360,16 @@ std::vector<RangedEncoding> TemplateProcessing::process_encodings(
       RangedEncoding& e = encodings[i];
       std::fill(e.enc.type_ids.begin(), e.enc.type_ids.end(), p.type_id);
       set_sequence_id(e, i);
-      out.push_back(copy_of(e, budget));
+      // A sequence the template names once is moved (charged as the copy).
+      const auto uses = std::count_if(pieces.begin(), pieces.end(), [&](const Piece& q) {
+        return q.is_sequence && q.sequence == p.sequence;
+      });
+      if (uses == 1) {
+        charge_as_copy(e, budget);
+        out.push_back(std::move(e));
+      } else {
+        out.push_back(copy_of(e, budget));
+      }
     } else if (add_special_tokens) {
       const Special& s = specials_.at(p.special);
       const size_t n = s.ids.size();
