@@ -98,6 +98,12 @@ RangedEncoding surround(const Encoding& e, const SpecialPair* head, const Specia
   budget.charge(total);
   RangedEncoding r;
   Encoding& o = r.enc;
+  o.ids.reserve(total);
+  o.type_ids.reserve(total);
+  o.tokens.reserve(total);
+  o.offsets.reserve(total);
+  o.special_tokens_mask.reserve(total);
+  o.word_ids.reserve(total);
   auto special = [&](const SpecialPair& s, int32_t type) {
     o.ids.push_back(s.id);
     o.type_ids.push_back(zero_types ? 0 : type);

@@ -210,6 +210,12 @@ Encoding Tokenizer::encode_sequence(std::string_view raw, int32_t type_id, Offse
     } else if (tok::plain_alignments(s.normalized)) {
       in.reset(s.normalized);
       pre_tokenizer_->pre_tokenize_pieces(s.normalized, in, out);
+      // At least a token a piece (most pieces are one token).
+      const size_t expect = e.ids.size() + out.spans.size() + out.spans.size() / 4;
+      e.ids.reserve(expect);
+      e.tokens.reserve(expect);
+      e.offsets.reserve(expect);
+      e.word_ids.reserve(expect);
       push_pieces(e, s.normalized, out, *model_, word, chars);
     } else {
       PreTokenizedString one(std::move(s.normalized));

@@ -43,9 +43,18 @@ class WordCache {
 
   static bool cacheable(std::string_view word) { return word.size() < kMaxWordBytes; }
 
-  // Copies the items of `word` into `out`; false when absent.
-  bool find(std::string_view word, std::vector<Item>& out) {
-    Slot& s = my_slot();
+  // The calling thread's sequence number, which picks its slot: callers
+  // keep it with their other per-thread scratch (one thread_local read).
+  static uint32_t thread_index() {
+    static std::atomic<uint32_t> next_thread{0};
+    thread_local const uint32_t me = next_thread.fetch_add(1, std::memory_order_relaxed);
+    return me;
+  }
+
+  // Copies the items of `word` into `out`; false when absent. `thread` is
+  // the caller's thread_index().
+  bool find(uint32_t thread, std::string_view word, std::vector<Item>& out) {
+    Slot& s = slots_[thread % kSlots];
     std::lock_guard<std::mutex> lock(s.mu);
     auto [p, n] = s.current.find(word);
     if (!p) {
@@ -59,8 +68,8 @@ class WordCache {
     return true;
   }
 
-  void insert(std::string_view word, const Item* items, size_t n) {
-    Slot& s = my_slot();
+  void insert(uint32_t thread, std::string_view word, const Item* items, size_t n) {
+    Slot& s = slots_[thread % kSlots];
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.current.index.find(word) < 0) add(s, word, items, n);
   }
@@ -91,11 +100,6 @@ class WordCache {
     Generation current, previous;
   };
 
-  Slot& my_slot() {
-    static std::atomic<uint32_t> next_thread{0};
-    thread_local const uint32_t me = next_thread.fetch_add(1, std::memory_order_relaxed);
-    return slots_[me % kSlots];
-  }
   void add(Slot& s, std::string_view word, const Item* p, size_t n) {
     // Full: `capacity` words, or (long words) 16 key bytes or 4 items a word.
     if (s.current.size() >= capacity_ || s.current.key_bytes + word.size() > 16 * capacity_ ||
