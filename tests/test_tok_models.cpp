@@ -598,6 +598,37 @@ TEST(TokModelsHf, Gpt2CacheAndThreads) {
   }
 }
 
+// Note [Word cache]: a thread's table of recent words is shared by every
+// model the thread runs; each entry names its cache, so models never see
+// each other's words, not even a new model at a freed one's address.
+TEST(TokModels, WordCachesOfModelsInOneThreadStayApart) {
+  const auto bpe = [](bool merge) {
+    return model_from_json(Json::parse(std::string(R"({"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2},
+                                                     "merges": )") +
+                                       (merge ? R"(["a b"]})" : "[]}")),
+                           "model");
+  };
+  const auto ids = [](const Model& m, const std::string& text) {
+    std::vector<Token> out;
+    m.tokenize(text, out);
+    std::vector<int32_t> v;
+    for (const Token& t : out) v.push_back(t.id);
+    return v;
+  };
+  const std::vector<int32_t> merged{2}, apart{0, 1};
+  for (int round = 0; round < 50; ++round) {
+    auto a = bpe(true);
+    auto b = bpe(false);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(ids(*a, "ab"), merged);
+      EXPECT_EQ(ids(*b, "ab"), apart);
+    }
+    a.reset();
+    auto c = bpe(false);  // may reuse a's memory
+    EXPECT_EQ(ids(*c, "ab"), apart);
+  }
+}
+
 TEST(TokModelsHf, HostileModelsRefusedAsHf) {
   const Json& g = golden();
   ASSERT_TRUE(g.contains("hostile"));

@@ -56,7 +56,7 @@ struct Bpe::Scratch {
   std::vector<Symbol> symbols;
   std::vector<uint64_t> heap;    // rank << 32 | position, a min-heap
   std::vector<uint64_t> packed;  // a cached word (Note [BPE cache])
-  const uint32_t cache_thread = WordCache<uint64_t>::thread_index();
+  WordCache<uint64_t>::Local cache_local;
   void release_if_large() {
     if (symbols.capacity() > kKeepSymbols) {
       symbols = {};
@@ -311,7 +311,7 @@ void Bpe::tokenize(std::string_view sequence, std::vector<Token>& out) const {
   }
   thread_local Scratch scratch;
   const bool cacheable = cache_ && WordCache<uint64_t>::cacheable(sequence);
-  if (cacheable && cache_->find(scratch.cache_thread, sequence, scratch.packed)) {
+  if (cacheable && cache_->find(scratch.cache_local, sequence, scratch.packed)) {
     size_t pos = 0;
     for (const uint64_t p : scratch.packed) {
       const auto id = static_cast<int32_t>(p >> 32);
@@ -339,7 +339,7 @@ void Bpe::tokenize(std::string_view sequence, std::vector<Token>& out) const {
                                (text ? kValueIsText : 0) | sym.len);
       pos += sym.len;
     }
-    cache_->insert(scratch.cache_thread, sequence, scratch.packed.data(), scratch.packed.size());
+    cache_->insert(scratch.cache_local, sequence, scratch.packed.data(), scratch.packed.size());
   }
   scratch.release_if_large();
 }

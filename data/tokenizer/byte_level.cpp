@@ -88,8 +88,8 @@ void ByteLevelPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
 void ByteLevelPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
                                                 Pieces& out) const {
   const ByteTable& t = table();
-  Pieces w;
-  std::vector<Match> cut;
+  thread_local Pieces w;  // scratch (no call below reenters)
+  thread_local std::vector<Match> cut;
   out.clear();
   for (size_t k = 0; k < in.spans.size(); ++k) {
     const Span& p = in.spans[k];

@@ -64,6 +64,18 @@ void concat(std::vector<T>& out, const std::vector<T>& v) {
   out.insert(out.end(), v.begin(), v.end());
 }
 
+// Room for `n` tokens in every per-token vector (sequence_ids aside, which
+// to_encoding sets).
+void reserve_tokens(Encoding& e, size_t n) {
+  e.ids.reserve(n);
+  e.type_ids.reserve(n);
+  e.tokens.reserve(n);
+  e.offsets.reserve(n);
+  e.special_tokens_mask.reserve(n);
+  e.attention_mask.reserve(n);
+  e.word_ids.reserve(n);
+}
+
 // self's tokens followed by other's, other's ranges shifted after self's
 // (other's token strings moved when it is an rvalue); not the windows.
 template <typename R>
@@ -98,12 +110,7 @@ RangedEncoding surround(const Encoding& e, const SpecialPair* head, const Specia
   budget.charge(total);
   RangedEncoding r;
   Encoding& o = r.enc;
-  o.ids.reserve(total);
-  o.type_ids.reserve(total);
-  o.tokens.reserve(total);
-  o.offsets.reserve(total);
-  o.special_tokens_mask.reserve(total);
-  o.word_ids.reserve(total);
+  reserve_tokens(o, total);
   auto special = [&](const SpecialPair& s, int32_t type) {
     o.ids.push_back(s.id);
     o.type_ids.push_back(zero_types ? 0 : type);
@@ -217,7 +224,16 @@ Encoding HfPostProcessor::process(Encoding a, std::optional<Encoding> b,
   TokenBudget budget;
   encodings = process_encodings(std::move(encodings), add_special_tokens, budget);
   RangedEncoding merged;
+  // Without windows the merge is one concatenation: its size is known.
+  size_t total = 0;
+  bool windows = false;
+  for (const RangedEncoding& e : encodings) {
+    total += e.size();
+    windows = windows || !e.overflowing.empty();
+  }
   for (RangedEncoding& e : encodings) {
+    if (!windows && merged.size() > 0 && merged.enc.tokens.capacity() < total)
+      reserve_tokens(merged.enc, total);
     if (merged.size() == 0 && merged.ranges.empty() && merged.overflowing.empty() &&
         e.overflowing.empty()) {
       // merge_ranged into nothing, without windows, is `e` itself (but for

@@ -257,7 +257,7 @@ void BertPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const 
 
 void MetaspacePreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
                                                 Pieces& out) const {
-  Pieces w, pre;
+  thread_local Pieces w, pre;  // scratch (no call below reenters)
   out.clear();
   const std::string_view rep = str_rep_;
   for (size_t k = 0; k < in.spans.size(); ++k) {

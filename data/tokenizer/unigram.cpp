@@ -254,12 +254,12 @@ void Unigram::emit_unknown(std::string_view sequence, size_t begin, size_t end,
 void Unigram::tokenize(std::string_view sequence, std::vector<Token>& out) const {
   struct PerThread {
     std::vector<CachedToken> cached;
-    const uint32_t cache_thread = WordCache<CachedToken>::thread_index();
+    WordCache<CachedToken>::Local cache_local;
   };
   thread_local PerThread me;
   std::vector<CachedToken>& cached = me.cached;
   const bool cacheable = cache_ && WordCache<CachedToken>::cacheable(sequence);
-  if (cacheable && cache_->find(me.cache_thread, sequence, cached)) {
+  if (cacheable && cache_->find(me.cache_local, sequence, cached)) {
     for (const CachedToken& t : cached)
       out.push_back(Token{t.id,
                           t.vocab_value ? pieces_[static_cast<size_t>(t.id)]
@@ -280,7 +280,7 @@ void Unigram::tokenize(std::string_view sequence, std::vector<Token>& out) const
     cached.push_back({t.id, static_cast<uint32_t>(t.offsets.begin),
                       static_cast<uint32_t>(t.offsets.end), vocab_value});
   }
-  cache_->insert(me.cache_thread, sequence, cached.data(), cached.size());
+  cache_->insert(me.cache_local, sequence, cached.data(), cached.size());
 }
 
 void Unigram::tokenize_uncached(std::string_view sequence, std::vector<Token>& out) const {
