@@ -83,12 +83,20 @@ for lib in "$B"/lib/*.so*; do
     [ -e "$dir/$(basename "$lib")" ] && HIDE+=("$(readlink -f "$dir/$(basename "$lib")")")
   done
 done
+# mount(8) itself may need a hidden library (libpcre2-8, through libselinux):
+# the later binds load copies of those from $WORK/mount-libs.
+MOUNT_LIBS=$WORK/mount-libs
+mkdir -p "$MOUNT_LIBS"
+for dep in $(ldd "$(command -v mount)" 2>/dev/null | awk '/=> \// {print $3}'); do
+  real=$(readlink -f "$dep")
+  for h in "${HIDE[@]}"; do [ "$h" = "$real" ] && cp -L "$dep" "$MOUNT_LIBS/"; done
+done
 run_hidden() {  # CMD...: runs CMD with HIDE bind-mounted over, else as it is
   if [ ${#HIDE[@]} -gt 0 ] && unshare -m true 2>/dev/null; then
     : > "$WORK/empty"
-    unshare -m bash -c 'set -e; e=$1; shift; n=$1; shift
-      for ((i = 0; i < n; i++)); do mount --bind "$e" "$1"; shift; done
-      exec "$@"' hide "$WORK/empty" ${#HIDE[@]} "${HIDE[@]}" "$@"
+    unshare -m bash -c 'set -e; e=$1; shift; ml=$1; shift; n=$1; shift
+      for ((i = 0; i < n; i++)); do LD_LIBRARY_PATH=$ml mount --bind "$e" "$1"; shift; done
+      exec "$@"' hide "$WORK/empty" "$MOUNT_LIBS" ${#HIDE[@]} "${HIDE[@]}" "$@"
   else
     "$@"
   fi
