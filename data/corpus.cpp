@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -19,7 +20,7 @@
 #include "core/json_util.h"
 #include "data/corpus_format.h"
 #include "data/integrity.h"
-#include "data/tokenizer/bert_tokenizer.h"
+#include "data/tokenizer/text_tokenizer.h"
 
 namespace kiln::data {
 namespace fs = std::filesystem;
@@ -370,7 +371,7 @@ std::span<const int32_t> TokenCorpus::sentence(size_t s) const {
           static_cast<size_t>(sh.sentence_starts[local + 1] - sh.sentence_starts[local])};
 }
 
-void TokenCorpus::check_tokenizer(const BertTokenizer& tokenizer) const {
+void TokenCorpus::check_tokenizer(const TextTokenizer& tokenizer) const {
   KILN_CHECK(tokenizer.vocab_size() == impl_->vocab_size && vocab_fingerprint(tokenizer) == impl_->vocab_fingerprint,
              "TokenCorpus: the corpus in '", impl_->dir, "' was prepared with a different vocabulary (",
              impl_->vocab_size, " tokens, fingerprint ", cf::hex64(impl_->vocab_fingerprint),
@@ -392,12 +393,15 @@ void TokenCorpus::check_tokenizer(const BertTokenizer& tokenizer) const {
   same("[MASK]", sp.mask, tokenizer.mask_id());
 }
 
-uint64_t vocab_fingerprint(const BertTokenizer& tokenizer) {
+uint64_t vocab_fingerprint(const TextTokenizer& tokenizer) {
   cf::Fnv1a hash;
-  for (const std::string& token : tokenizer.vocab().tokens()) {
+  for (const std::string& token : tokenizer.tokens()) {
     hash.update(token.data(), token.size());
     hash.update("\n", 1);
   }
+  const std::map<std::string, std::string> files = tokenizer.files();
+  if (const auto it = files.find("tokenizer.json"); it != files.end())
+    hash.update(it->second.data(), it->second.size());
   return hash.value();
 }
 

@@ -86,7 +86,7 @@
 
 namespace kiln::data {
 
-class BertTokenizer;
+class TextTokenizer;
 
 // Ids of the special tokens of a corpus's vocabulary; -1 when absent.
 struct SpecialTokenIds {
@@ -180,7 +180,7 @@ class TokenCorpus final : public Corpus {
   bool lowercase() const;
   // kiln::Error unless `tokenizer` has the vocabulary (same lines), the
   // lowercase setting and the special-token ids the corpus was prepared with.
-  void check_tokenizer(const BertTokenizer& tokenizer) const;
+  void check_tokenizer(const TextTokenizer& tokenizer) const;
 
  private:
   struct Impl;
@@ -194,7 +194,7 @@ struct PrepareOptions {
   uint64_t shard_tokens = uint64_t{1} << 24;
   // > 0: a document also ends after this many sentences (Note [Raw text format]).
   size_t max_sentences_per_document = 0;
-  // Lines tokenized together by BertTokenizer::encode_ids_batch; affects
+  // Lines tokenized together by TextTokenizer::encode_ids_batch; affects
   // memory and parallel granularity only, never the output. >= 1.
   size_t lines_per_batch = 16384;
 };
@@ -217,10 +217,12 @@ struct PrepareStats {
 // any thread count and lines_per_batch. Errors (kiln::Error): an input that
 // is missing or unreadable (checked before anything is written), inputs with
 // no tokens at all, write failures (naming the file), bad options.
-PrepareStats prepare_corpus(const std::vector<std::string>& inputs, const BertTokenizer& tokenizer,
+PrepareStats prepare_corpus(const std::vector<std::string>& inputs, const TextTokenizer& tokenizer,
                             const std::string& output_dir, const PrepareOptions& options = {});
 
-// FNV-1a 64 of the vocab's lines, each followed by '\n' (index.json's vocab_fingerprint).
-uint64_t vocab_fingerprint(const BertTokenizer& tokenizer);
+// FNV-1a 64 of the tokenizer's tokens by id, each followed by '\n', then of
+// its tokenizer.json when it has one (TextTokenizer::files); index.json's
+// vocab_fingerprint.
+uint64_t vocab_fingerprint(const TextTokenizer& tokenizer);
 
 }  // namespace kiln::data

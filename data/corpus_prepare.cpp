@@ -1,7 +1,7 @@
 // prepare_corpus: raw text -> token shards + index.json (data/corpus.h).
 //
 // Lines are read in batches of lines_per_batch, the batch's non-blank lines are
-// tokenized in parallel (BertTokenizer::encode_ids_batch, deterministic), and
+// tokenized in parallel (TextTokenizer::encode_ids_batch, deterministic), and
 // the results are appended in line order to the current shard, which streams
 // its tokens to disk. So the output depends only on the inputs and on
 // shard_tokens / max_sentences_per_document.
@@ -17,7 +17,7 @@
 #include "data/corpus.h"
 #include "data/corpus_format.h"
 #include "data/integrity.h"
-#include "data/tokenizer/bert_tokenizer.h"
+#include "data/tokenizer/text_tokenizer.h"
 
 namespace kiln::data {
 namespace fs = std::filesystem;
@@ -122,7 +122,7 @@ void remove_stale_shards(const fs::path& dir, size_t num_shards) {
 
 }  // namespace
 
-PrepareStats prepare_corpus(const std::vector<std::string>& inputs, const BertTokenizer& tokenizer,
+PrepareStats prepare_corpus(const std::vector<std::string>& inputs, const TextTokenizer& tokenizer,
                             const std::string& output_dir, const PrepareOptions& options) {
   KILN_CHECK(!inputs.empty(), "prepare_corpus: no input files");
   KILN_CHECK(options.shard_tokens >= 1, "prepare_corpus: shard_tokens must be >= 1");

@@ -507,7 +507,7 @@ LabeledDataset read_labeled_file(const std::string& path, const LabeledFileOptio
 
 // ---- encoding and padding --------------------------------------------------
 
-std::vector<LabeledEncoding> encode_labeled(const LabeledDataset& dataset, const BertTokenizer& tokenizer,
+std::vector<LabeledEncoding> encode_labeled(const LabeledDataset& dataset, const TextTokenizer& tokenizer,
                                             size_t max_length) {
   EncodeOptions options;
   options.max_length = max_length;

@@ -148,7 +148,7 @@ struct LabeledEncoding {
 
 // Encodes every example (in parallel) with [CLS]/[SEP] and truncation to
 // max_length (0: none).
-std::vector<LabeledEncoding> encode_labeled(const LabeledDataset& dataset, const BertTokenizer& tokenizer,
+std::vector<LabeledEncoding> encode_labeled(const LabeledDataset& dataset, const TextTokenizer& tokenizer,
                                             size_t max_length);
 
 // int64 tensors on the CPU; B sequences padded to T = the longest, rounded up

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "data/random_stream.h"
-#include "data/tokenizer/bert_tokenizer.h"
+#include "data/tokenizer/text_tokenizer.h"
 
 namespace kiln::data {
 
@@ -40,12 +40,13 @@ MaskingVocab MaskingVocab::from_tokens(const std::vector<std::string>& tokens, c
   return v;
 }
 
-MaskingVocab MaskingVocab::from_tokenizer(const BertTokenizer& tokenizer) {
-  KILN_CHECK(tokenizer.mask_id() >= 0, "MaskingVocab: the tokenizer's vocab has no [MASK] token");
+MaskingVocab MaskingVocab::from_tokenizer(const TextTokenizer& tokenizer) {
+  KILN_CHECK(tokenizer.mask_id() >= 0, "MaskingVocab: the tokenizer has no mask token ([MASK], <mask>, or "
+                                       "tokenizer_config.json's mask_token)");
   std::vector<int32_t> specials;
   for (size_t i = 0; i < tokenizer.vocab_size(); ++i)
     if (tokenizer.is_special_id(static_cast<int32_t>(i))) specials.push_back(static_cast<int32_t>(i));
-  return from_tokens(tokenizer.vocab().tokens(), specials, tokenizer.mask_id());
+  return from_tokens(tokenizer.tokens(), specials, tokenizer.mask_id(), tokenizer.continuation_prefix());
 }
 
 namespace {

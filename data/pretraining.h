@@ -69,7 +69,7 @@
 
 namespace kiln::data {
 
-class BertTokenizer;
+class TextTokenizer;
 
 inline constexpr int32_t kIgnoreIndex = -100;
 
@@ -84,8 +84,9 @@ struct MaskingVocab {
   std::vector<uint8_t> is_continuation;  // a "##" piece (whole-word masking)
   std::vector<int32_t> random_candidates;
 
-  // Specials: the tokenizer's is_special_id; continuations: tokens starting with "##".
-  static MaskingVocab from_tokenizer(const BertTokenizer& tokenizer);
+  // Specials: the tokenizer's is_special_id; continuations: tokens starting
+  // with its continuation_prefix() ("##"; none when it has no prefix).
+  static MaskingVocab from_tokenizer(const TextTokenizer& tokenizer);
   // tokens[id] = token string; `special_ids` (ids >= 0) are special; mask_id must be one of them.
   static MaskingVocab from_tokens(const std::vector<std::string>& tokens, const std::vector<int32_t>& special_ids,
                                   int32_t mask_id, std::string_view continuation_prefix = "##");

@@ -157,23 +157,19 @@ std::vector<int32_t> b_to_i_labels(const std::vector<std::string>& label_set) {
 
 namespace {
 
-void check_max_length(size_t max_length) {
-  KILN_CHECK(max_length == 0 || max_length >= 3, "encode_conll: max_length ", max_length,
-             " leaves no room for a subword between [CLS] and [SEP] (at least 3, or 0 for no limit)");
-}
-
-void check_specials(const BertTokenizer& tokenizer) {
-  KILN_CHECK(tokenizer.cls_id() >= 0 && tokenizer.sep_id() >= 0,
-             "encode_conll: the vocab needs [CLS] and [SEP] tokens");
+void check_max_length(size_t max_length, const SpecialAround& around) {
+  KILN_CHECK(max_length == 0 || max_length >= around.size() + 1, "encode_conll: max_length ", max_length,
+             " leaves no room for a subword beside the ", around.size(), " special tokens (at least ",
+             around.size() + 1, ", or 0 for no limit)");
 }
 
 }  // namespace
 
 std::vector<TokenEncoding> encode_words(const std::vector<std::string>& words, const std::vector<int32_t>& labels,
-                                        const BertTokenizer& tokenizer, size_t max_length, bool label_all_tokens,
+                                        const TextTokenizer& tokenizer, size_t max_length, bool label_all_tokens,
                                         const std::vector<int32_t>& b_to_i, size_t sentence) {
-  check_max_length(max_length);
-  check_specials(tokenizer);
+  const SpecialAround around = tokenizer.special_around();
+  check_max_length(max_length, around);
   KILN_CHECK(labels.empty() || labels.size() == words.size(), "encode_conll: sentence ", sentence, " has ",
              words.size(), " words but ", labels.size(), " labels");
   const bool has_labels = !labels.empty();
@@ -191,7 +187,7 @@ std::vector<TokenEncoding> encode_words(const std::vector<std::string>& words, c
   word_begin[words.size()] = pieces.size();
 
   // Window boundaries (subword indexes) at word boundaries where possible.
-  const size_t cap = max_length == 0 ? std::numeric_limits<size_t>::max() : max_length - 2;
+  const size_t cap = max_length == 0 ? std::numeric_limits<size_t>::max() : max_length - around.size();
   std::vector<std::pair<size_t, size_t>> windows;
   size_t start = 0;
   for (size_t w = 0; w < words.size(); ++w) {
@@ -212,13 +208,16 @@ std::vector<TokenEncoding> encode_words(const std::vector<std::string>& words, c
     const auto [b, e] = windows[i];
     TokenEncoding& t = out[i];
     t.sentence = sentence;
-    const size_t n = e - b + 2;
+    const size_t n = e - b + around.size();
     t.encoding.ids.reserve(n);
     t.labels.reserve(n);
     t.word_index.reserve(n);
-    t.encoding.ids.push_back(tokenizer.cls_id());
-    t.labels.push_back(kIgnoreLabel);
-    t.word_index.push_back(-1);
+    const auto add_special = [&t](int32_t id) {
+      t.encoding.ids.push_back(id);
+      t.labels.push_back(kIgnoreLabel);
+      t.word_index.push_back(-1);
+    };
+    for (int32_t id : around.before) add_special(id);
     for (size_t k = b; k < e; ++k) {
       const auto w = static_cast<size_t>(piece_word[k]);
       const bool first = k == word_begin[w];
@@ -234,19 +233,16 @@ std::vector<TokenEncoding> encode_words(const std::vector<std::string>& words, c
       }
       t.labels.push_back(label);
     }
-    t.encoding.ids.push_back(tokenizer.sep_id());
-    t.labels.push_back(kIgnoreLabel);
-    t.word_index.push_back(-1);
+    for (int32_t id : around.after) add_special(id);
     t.encoding.type_ids.assign(n, 0);
     t.encoding.attention_mask.assign(n, 1);
   }
   return out;
 }
 
-std::vector<TokenEncoding> encode_conll(const ConllDataset& dataset, const BertTokenizer& tokenizer,
+std::vector<TokenEncoding> encode_conll(const ConllDataset& dataset, const TextTokenizer& tokenizer,
                                         size_t max_length, bool label_all_tokens) {
-  check_max_length(max_length);
-  check_specials(tokenizer);
+  check_max_length(max_length, tokenizer.special_around());
   const std::vector<int32_t> b_to_i = b_to_i_labels(dataset.label_set);
   for (size_t s = 0; s < dataset.size(); ++s) {
     const ConllSentence& sentence = dataset.sentences[s];

@@ -53,8 +53,8 @@
 // encode_conll aligns labels to WordPiece subwords exactly as transformers'
 // tokenizer(words, is_split_into_words=True) on a BERT fast tokenizer and
 // run_ner's tokenize_and_align_labels do:
-//  - each word is encoded on its own (BertTokenizer::encode_ids: special-token
-//    matching, normalization, pre-tokenization, WordPiece), so punctuation
+//  - each word is encoded on its own (TextTokenizer::encode_ids: special-token
+//    matching, normalization, pre-tokenization, the model), so punctuation
 //    inside a word ("U.S.") splits it into several pieces, all of that word;
 //  - the word's label goes on its first subword; the other subwords and
 //    [CLS]/[SEP] get -100 (kIgnoreLabel), which the loss skips;
@@ -123,7 +123,7 @@ ConllDataset read_conll(const std::string& path, const ConllOptions& options = {
 
 // One window of one sentence, encoded (Note [Word alignment]).
 struct TokenEncoding {
-  Encoding encoding;            // [CLS] subwords [SEP], type ids 0, no padding
+  Encoding encoding;            // [CLS] subwords [SEP] (the tokenizer's special_around()), type ids 0, no padding
   std::vector<int32_t> labels;  // per position: a label id, or kIgnoreLabel where none
   // Per position: the index within the sentence of the word whose FIRST
   // subword this is, -1 elsewhere ([CLS], [SEP], continuation subwords).
@@ -137,12 +137,13 @@ std::vector<int32_t> b_to_i_labels(const std::vector<std::string>& label_set);
 
 // The windows of one sentence (words, and labels or empty), as encode_conll
 // makes them; `sentence` is copied into each. max_length: at most this many
-// ids per window including [CLS] and [SEP] (>= 3), or 0 for one window per
-// sentence. b_to_i: b_to_i_labels(label_set), read with label_all_tokens (a
-// label id outside it stays as it is). kiln::Error when max_length is 1 or 2,
-// the vocab lacks [CLS] or [SEP], or labels is neither empty nor one per word.
+// ids per window including the special tokens ([CLS] and [SEP]: >= 3), or 0
+// for one window per sentence. b_to_i: b_to_i_labels(label_set), read with
+// label_all_tokens (a label id outside it stays as it is). kiln::Error when
+// max_length leaves no room for a subword, a BERT vocab lacks [CLS] or
+// [SEP], or labels is neither empty nor one per word.
 std::vector<TokenEncoding> encode_words(const std::vector<std::string>& words, const std::vector<int32_t>& labels,
-                                        const BertTokenizer& tokenizer, size_t max_length, bool label_all_tokens,
+                                        const TextTokenizer& tokenizer, size_t max_length, bool label_all_tokens,
                                         const std::vector<int32_t>& b_to_i, size_t sentence = 0);
 
 // The windows of every sentence, in sentence order (windows of a sentence in
@@ -151,7 +152,7 @@ std::vector<TokenEncoding> encode_words(const std::vector<std::string>& words, c
 // result does not depend on the thread count. kiln::Error as encode_words,
 // and "file:line: label id 9 is outside the label set (4 labels)" for a
 // sentence built by hand with a bad id.
-std::vector<TokenEncoding> encode_conll(const ConllDataset& dataset, const BertTokenizer& tokenizer,
+std::vector<TokenEncoding> encode_conll(const ConllDataset& dataset, const TextTokenizer& tokenizer,
                                         size_t max_length, bool label_all_tokens = false);
 
 // ---- batches ---------------------------------------------------------------

@@ -95,3 +95,13 @@ if(TARGET kiln_cli)
             ${KILN_DEFAULT_DATA} ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/tokenizer_golden/hf_cli)
   set_tests_properties(tokenize_cli_hf_tokenizers PROPERTIES TIMEOUT 300)
 endif()
+
+# The training tools (pretrain, prepare, finetune, evaluate, predict, embed)
+# on a model whose tokenizer is a Unigram tokenizer.json, checked by transformers.
+if(TARGET kiln_cli)
+  add_test(NAME tokenizer_train_cli
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tokenizer_train_cli.sh $<TARGET_FILE:kiln_cli>
+            ${PROJECT_SOURCE_DIR}/.venv-hf/bin/python
+            ${KILN_DEFAULT_DATA} ${PROJECT_BINARY_DIR}/tokenizer_train_cli)
+  set_tests_properties(tokenizer_train_cli PROPERTIES TIMEOUT 600)
+endif()

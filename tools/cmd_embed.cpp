@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/tokenizer/bert_tokenizer.h"
+#include "data/tokenizer/pipeline_tokenizer.h"
 #include "kiln.h"
 #include "nn/hf_checkpoint.h"
 #include "tools/command.h"
@@ -71,7 +71,7 @@ void embed_batch(const nn::BertModel& model, const std::vector<data::Encoding>& 
 
 // One chunk of lines: tokenized, batched by length (Note [Embedding by
 // length]) or in input order, printed in input order.
-void embed_chunk(const nn::BertModel& model, const data::BertTokenizer& tok, const std::vector<std::string>& lines,
+void embed_chunk(const nn::BertModel& model, const data::TextTokenizer& tok, const std::vector<std::string>& lines,
                  const EmbedOptions& o, size_t max_len) {
   data::EncodeOptions eo;
   eo.max_length = max_len;
@@ -91,10 +91,11 @@ void embed_chunk(const nn::BertModel& model, const data::BertTokenizer& tok, con
 }
 
 int run_embed(const EmbedOptions& o) {
-  KILN_CHECK(std::filesystem::exists(o.model + "/vocab.txt"), o.model, "/vocab.txt: file not found");
+  // Note [Choosing a tokenizer]: tokenizer.json, else the older files.
+  const std::unique_ptr<data::TextTokenizer> tok = data::open_text_tokenizer(o.model, o.cased);
   auto model = nn::from_pretrained<nn::BertModel>(o.model);
   model->eval();
-  const auto tok = data::BertTokenizer::from_vocab_file(o.model + "/vocab.txt", train::model_lowercase(o.model, o.cased));
+  check_vocab_matches(model->config, tok->vocab_size(), o.model + "/config.json");
   const int64_t positions = model->config.max_position_embeddings;
   KILN_CHECK(o.max_seq_length <= positions, "--max-seq-length ", o.max_seq_length,
              " exceeds the model's max_position_embeddings ", positions);
@@ -106,11 +107,11 @@ int run_embed(const EmbedOptions& o) {
   while (std::getline(std::cin, line)) {
     lines.push_back(line);
     if (lines.size() == chunk) {
-      embed_chunk(*model, tok, lines, o, max_len);
+      embed_chunk(*model, *tok, lines, o, max_len);
       lines.clear();
     }
   }
-  if (!lines.empty()) embed_chunk(*model, tok, lines, o, max_len);
+  if (!lines.empty()) embed_chunk(*model, *tok, lines, o, max_len);
   std::cout.flush();
   return 0;
 }
@@ -120,11 +121,11 @@ const Registrar reg("embed", [](CLI::App& app) {
                                  "Print one mean-pooled sentence embedding per line of standard input "
                                  "(space-separated floats), from a Hugging Face BERT model directory");
   auto o = std::make_shared<EmbedOptions>();
-  cmd->add_option("--model", o->model, "model directory (config.json, vocab.txt, model.safetensors)")->required();
+  cmd->add_option("--model", o->model, "model directory (config.json, model.safetensors, and tokenizer.json or vocab.txt)")->required();
   cmd->add_option("--batch-size", o->batch_size, "sentences per forward pass")->check(CLI::PositiveNumber);
   cmd->add_option("--max-seq-length", o->max_seq_length, "truncate longer inputs (default: model maximum)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--cased", o->cased, "do not lower-case (default: tokenizer_config.json, else uncased)");
+  cmd->add_flag("--cased", o->cased, "do not lower-case a BERT WordPiece vocabulary (default: tokenizer_config.json, else uncased)");
   cmd->add_flag("--normalize", o->normalize, "L2-normalise each embedding");
   cmd->add_option("--sort-chunk", o->sort_chunk,
                   "lines sorted by length and batched together (Note [Embedding by length])")

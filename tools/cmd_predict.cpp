@@ -145,8 +145,11 @@ const Registrar reg_predict("predict", [](CLI::App& app) {
                                          "without --overwrite");
   cmd->add_flag("--overwrite", c->overwrite, "replace an existing --output file");
   cmd->add_option("--format", c->format, "text or jsonl")->capture_default_str();
-  cmd->add_option("--vocab", a.vocab, "vocab.txt (default: the model directory's)");
-  cmd->add_flag("--cased", a.cased, "keep case and accents (default: as tokenizer_config.json says)");
+  cmd->add_option("--vocab", a.vocab, "a BERT vocab.txt (default: the model directory's tokenizer)");
+  cmd->add_option("--tokenizer", a.tokenizer,
+                  "a tokenizer.json or model directory, any family (default: the model directory's tokenizer.json, "
+                  "else its vocab.txt or other tokenizer files)");
+  cmd->add_flag("--cased", a.cased, "keep case and accents of a BERT WordPiece vocabulary (default: as tokenizer_config.json says)");
   cmd->add_option("--max-seq-length", a.max_seq_length, "tokens per window, [CLS] and [SEP] included")
       ->capture_default_str();
   cmd->add_option("--batch-size", a.batch_size, "examples per batch")->capture_default_str();

@@ -4,6 +4,7 @@
 
 #include "data/corpus.h"
 #include "data/tokenizer/bert_tokenizer.h"
+#include "data/tokenizer/pipeline_tokenizer.h"
 #include "kiln.h"
 #include "tools/command.h"
 
@@ -12,18 +13,23 @@ namespace {
 
 struct PrepareCmd {
   std::vector<std::string> inputs;
-  std::string vocab, output_dir;
+  std::string vocab, tokenizer, output_dir;
   bool cased = false;
   uint64_t shard_tokens = uint64_t{1} << 24;
   size_t max_sentences_per_document = 0;
 };
 
 int run_prepare(const PrepareCmd& o) {
-  const auto tok = data::BertTokenizer::from_vocab_file(o.vocab, !o.cased);
+  KILN_CHECK(o.vocab.empty() != o.tokenizer.empty(),
+             "prepare: give one of --vocab (a BERT vocab.txt) or --tokenizer (a tokenizer.json or model directory)");
+  // Note [Choosing a tokenizer] (data/tokenizer/pipeline_tokenizer.h).
+  const std::unique_ptr<data::TextTokenizer> tok =
+      o.vocab.empty() ? data::open_text_tokenizer(o.tokenizer, o.cased)
+                      : std::make_unique<data::BertTokenizer>(data::BertTokenizer::from_vocab_file(o.vocab, !o.cased));
   data::PrepareOptions opts;
   opts.shard_tokens = o.shard_tokens;
   opts.max_sentences_per_document = o.max_sentences_per_document;
-  const data::PrepareStats s = data::prepare_corpus(o.inputs, tok, o.output_dir, opts);
+  const data::PrepareStats s = data::prepare_corpus(o.inputs, *tok, o.output_dir, opts);
   std::printf("kiln prepare: %zu files, %zu lines -> %zu documents, %zu sentences, %llu tokens (%llu [UNK]) in %zu "
               "shards at %s\n",
               s.files, s.lines, s.documents, s.sentences, static_cast<unsigned long long>(s.tokens),
@@ -38,9 +44,12 @@ const Registrar reg("prepare", [](CLI::App& app) {
       "token shards with an index");
   auto o = std::make_shared<PrepareCmd>();
   cmd->add_option("inputs", o->inputs, "input text files")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--vocab", o->vocab, "WordPiece vocab.txt")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--vocab", o->vocab, "WordPiece vocab.txt")->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "a tokenizer.json or a Hugging Face model directory (any tokenizer family)")
+      ->check(CLI::ExistingPath);
   cmd->add_option("--output-dir", o->output_dir, "directory for the shards and index.json")->required();
-  cmd->add_flag("--cased", o->cased, "keep case and accents (default: uncased)");
+  cmd->add_flag("--cased", o->cased, "keep case and accents of a BERT WordPiece vocabulary (default: uncased)");
   cmd->add_option("--shard-tokens", o->shard_tokens, "tokens per shard (closed at a document end)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-sentences-per-document", o->max_sentences_per_document,

@@ -67,13 +67,16 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
                   "JSON file of flag values, e.g. {\"lr\": 1e-4, \"batch-size\": 16}; command-line flags win");
   cmd->add_option("--model", a.model,
                   mode == Mode::Pretrain ? "Hugging Face model directory to continue pretraining from"
-                                         : "Hugging Face model directory (config.json, model.safetensors, vocab.txt)");
+                                         : "Hugging Face model directory (config.json, model.safetensors, tokenizer.json or vocab.txt)");
   if (mode == Mode::Pretrain)
     cmd->add_option("--config", a.config,
                     "config of a new model: a config.json or a preset (bert-tiny, bert-mini, bert-small, bert-base); "
                     "default without --train-file: a small demo model");
-  cmd->add_option("--vocab", a.vocab, "vocab.txt (default: the model directory's)");
-  cmd->add_flag("--cased", a.cased, "keep case and accents (default: lower-case unless tokenizer_config.json says)");
+  cmd->add_option("--vocab", a.vocab, "a BERT vocab.txt (default: the model directory's tokenizer)");
+  cmd->add_option("--tokenizer", a.tokenizer,
+                  "a tokenizer.json or model directory, any family (default: the model directory's tokenizer.json, "
+                  "else its vocab.txt or other tokenizer files)");
+  cmd->add_flag("--cased", a.cased, "keep case and accents of a BERT WordPiece vocabulary (default: lower-case unless tokenizer_config.json says)");
   if (training) {
     cmd->add_option("--train-file", a.train_file,
                     mode == Mode::Pretrain
@@ -184,7 +187,8 @@ void clear_previous_run(const fs::path& dir) {
     const bool ours = name.rfind("checkpoint-", 0) == 0 || name.rfind(".checkpoint-", 0) == 0 ||
                       name.rfind("events.out.tfevents.", 0) == 0 || name == "metrics.jsonl" ||
                       name == "training.svg" || name == "config.json" || name == "model.safetensors" ||
-                      name == "vocab.txt" || name == "tokenizer_config.json" || name == "eval_results.json";
+                      name == "vocab.txt" || name == "tokenizer_config.json" || name == "tokenizer.json" ||
+                      name == "special_tokens_map.json" || name == "eval_results.json";
     if (ours) fs::remove_all(e.path());
   }
 }

@@ -79,7 +79,7 @@ class ClassificationTask final : public TrainTask {
   std::map<std::string, std::string> tokenizer_files_;
   std::vector<std::string> label_set_;
   std::string problem_type_ = "single_label_classification";
-  std::unique_ptr<data::BertTokenizer> tokenizer_;
+  std::unique_ptr<data::TextTokenizer> tokenizer_;
   int32_t pad_id_ = 0;
   std::shared_ptr<const data::Dataset<data::LabeledEncoding>> train_set_, valid_set_;
   std::unique_ptr<Loader> train_loader_;

@@ -30,7 +30,7 @@ BertConfig demo_config(int64_t vocab_size) {
 
 // A prepared corpus folder, or a text file prepared into `prepared_dir`.
 std::shared_ptr<const data::Corpus> open_corpus(const std::string& file, const char* flag,
-                                                const data::BertTokenizer& tokenizer, const fs::path& prepared_dir,
+                                                const data::TextTokenizer& tokenizer, const fs::path& prepared_dir,
                                                 std::ostream& out, const dist::ProcessGroupPtr& group) {
   if (fs::is_directory(file)) {
     KILN_CHECK(fs::exists(fs::path(file) / "index.json"), flag, " ", file,
@@ -88,7 +88,7 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   KILN_CHECK(for_training || synthetic || !args.validation_file.empty(), "--validation-file is required");
 
   // Tokenizer and corpora.
-  std::optional<data::BertTokenizer> tokenizer;
+  std::unique_ptr<data::TextTokenizer> tokenizer;
   data::MaskingVocab masking_vocab;
   std::shared_ptr<const data::Corpus> train_corpus, valid_corpus;
   fs::path work = args.output_dir;
@@ -104,23 +104,26 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
     so.seed = args.seed + 1;
     so.num_documents = static_cast<size_t>(args.synthetic_documents / 10);
     valid_corpus = std::make_shared<data::SyntheticCorpus>(so);
-    tokenizer = corpus->tokenizer();
+    tokenizer = std::make_unique<data::BertTokenizer>(corpus->tokenizer());
     masking_vocab = corpus->masking_vocab();
     unigram_baseline_ = corpus->unigram_baseline_accuracy();
     train_corpus = corpus;
   } else {
-    tokenizer = load_tokenizer(args.model, args.vocab, args.cased);
+    tokenizer = load_tokenizer(args.model, args.vocab, args.tokenizer, args.cased);
     masking_vocab = data::MaskingVocab::from_tokenizer(*tokenizer);
+    KILN_CHECK(!args.whole_word_mask || !tokenizer->continuation_prefix().empty(),
+               "--whole-word-mask needs a WordPiece tokenizer (its \"##\" pieces mark words); this tokenizer "
+               "has no continuation prefix");
     if (for_training) train_corpus = open_corpus(args.train_file, "--train-file", *tokenizer, work / "corpus-train", out, group);
     if (!args.validation_file.empty())
       valid_corpus = open_corpus(args.validation_file, "--validation-file", *tokenizer, work / "corpus-validation", out, group);
   }
-  tokenizer_files_ = tokenizer_files(*tokenizer);
+  tokenizer_files_ = tokenizer->files();
   pad_id_ = (train_corpus ? train_corpus : valid_corpus)->special_ids().pad;
-  KILN_CHECK(pad_id_ >= 0, "the vocabulary has no [PAD] token");
+  KILN_CHECK(pad_id_ >= 0, "the tokenizer has no pad token ([PAD], <pad>, or tokenizer_config.json's pad_token)");
 
   // Model.
-  const int64_t vocab_size = static_cast<int64_t>(tokenizer->vocab().size());
+  const int64_t vocab_size = static_cast<int64_t>(tokenizer->vocab_size());
   if (!args.model.empty()) {
     nn::LoadReport report;
     model_ = nn::from_pretrained<nn::BertForMaskedLM>(args.model, &report);

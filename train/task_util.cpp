@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/tokenizer/bert_tokenizer.h"
+#include "data/tokenizer/pipeline_tokenizer.h"
 #include "data/tokenizer/tokenizer_config.h"
 #include "ops/ops.h"
 
@@ -16,22 +18,16 @@ bool model_lowercase(const std::string& dir, bool cased) {
   return !cased && data::model_dir_lowercase(dir);
 }
 
-data::BertTokenizer load_tokenizer(const std::string& model_dir, const std::string& vocab_file, bool cased) {
-  std::string path = vocab_file;
-  if (path.empty()) {
-    KILN_CHECK(!model_dir.empty(), "no vocabulary: give --vocab FILE (or --model DIR holding vocab.txt)");
-    path = model_dir + "/vocab.txt";
-    KILN_CHECK(std::filesystem::exists(path), path, " not found: give --vocab FILE");
-  }
-  return data::BertTokenizer::from_vocab_file(path, model_lowercase(model_dir, cased));
-}
-
-std::map<std::string, std::string> tokenizer_files(const data::BertTokenizer& tokenizer) {
-  std::string vocab;
-  for (const std::string& t : tokenizer.vocab().tokens()) vocab += t + "\n";
-  const nlohmann::json config = {{"do_lower_case", tokenizer.lowercase()},
-                                 {"tokenizer_class", "BertTokenizer"}};
-  return {{"vocab.txt", vocab}, {"tokenizer_config.json", config.dump(2) + "\n"}};
+std::unique_ptr<data::TextTokenizer> load_tokenizer(const std::string& model_dir, const std::string& vocab_file,
+                                                    const std::string& tokenizer_path, bool cased) {
+  KILN_CHECK(vocab_file.empty() || tokenizer_path.empty(), "give --vocab (a BERT vocab.txt) or --tokenizer, not both");
+  if (!vocab_file.empty())
+    return std::make_unique<data::BertTokenizer>(
+        data::BertTokenizer::from_vocab_file(vocab_file, model_lowercase(model_dir, cased)));
+  if (!tokenizer_path.empty()) return data::open_text_tokenizer(tokenizer_path, cased);
+  KILN_CHECK(!model_dir.empty(), "no tokenizer: give --tokenizer (a tokenizer.json or model directory), --vocab "
+                                 "(a BERT vocab.txt), or --model DIR holding one");
+  return data::open_text_tokenizer(model_dir, cased);
 }
 
 void check_max_seq_length(int64_t max_seq_length, const BertConfig& config) {

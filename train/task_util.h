@@ -13,7 +13,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/tensor.h"
 #include "kiln/data/dataset.h"
-#include "kiln/data/tokenizer/bert_tokenizer.h"
+#include "kiln/data/tokenizer/text_tokenizer.h"
 #include "kiln/nn/bert_config.h"
 #include "kiln/nn/module.h"
 
@@ -23,13 +23,12 @@ namespace kiln::train {
 // `cased` forces false. A malformed tokenizer_config.json is a kiln::Error.
 bool model_lowercase(const std::string& dir, bool cased);
 
-// The tokenizer of a model: vocab_file when given, else model_dir/vocab.txt
-// (kiln::Error naming both flags when neither is there).
-data::BertTokenizer load_tokenizer(const std::string& model_dir, const std::string& vocab_file, bool cased);
-
-// {"vocab.txt": one token per line, "tokenizer_config.json": do_lower_case
-// and the tokenizer class}, so a saved directory is a complete HF model.
-std::map<std::string, std::string> tokenizer_files(const data::BertTokenizer& tokenizer);
+// The tokenizer of a model: vocab_file (a BERT vocab.txt) when given, else
+// tokenizer_path's, else model_dir's (Note [Choosing a tokenizer],
+// data/tokenizer/pipeline_tokenizer.h: a tokenizer.json, or the older
+// files). kiln::Error naming the flags when none gives one.
+std::unique_ptr<data::TextTokenizer> load_tokenizer(const std::string& model_dir, const std::string& vocab_file,
+                                                    const std::string& tokenizer_path, bool cased);
 
 // kiln::Error unless 2 < max_seq_length <= config.max_position_embeddings.
 void check_max_seq_length(int64_t max_seq_length, const BertConfig& config);

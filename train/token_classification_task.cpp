@@ -65,10 +65,10 @@ TokenClassificationTask::TokenClassificationTask(const TrainingArguments& args, 
   (void)conll_label_column(args.label_column);  // a bad flag fails before any file is read
   manual_seed(args.seed);                        // classifier initialisation and dropout
 
-  tokenizer_ = std::make_unique<data::BertTokenizer>(load_tokenizer(args.model, args.vocab, args.cased));
-  tokenizer_files_ = tokenizer_files(*tokenizer_);
-  const int32_t pad = tokenizer_->token_to_id("[PAD]");
-  KILN_CHECK(pad >= 0, "the vocabulary has no [PAD] token");
+  tokenizer_ = load_tokenizer(args.model, args.vocab, args.tokenizer, args.cased);
+  tokenizer_files_ = tokenizer_->files();
+  const int32_t pad = tokenizer_->pad_id();
+  KILN_CHECK(pad >= 0, "the tokenizer has no pad token ([PAD], <pad>, or tokenizer_config.json's pad_token)");
   pad_id_ = pad;
 
   const BertConfig base = nn::load_config(args.model);

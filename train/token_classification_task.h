@@ -74,7 +74,7 @@ class TokenClassificationTask final : public TrainTask {
 
   TrainingArguments args_;
   BertConfig config_;
-  std::unique_ptr<data::BertTokenizer> tokenizer_;
+  std::unique_ptr<data::TextTokenizer> tokenizer_;
   std::shared_ptr<nn::BertForTokenClassification> model_;
   std::map<std::string, std::string> tokenizer_files_;
   std::vector<std::string> label_set_;

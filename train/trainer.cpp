@@ -140,11 +140,13 @@ int64_t total_training_steps(const TrainingArguments& a, size_t batches_per_epoc
 
 namespace {
 
-// The CRC-32C of the task's vocab.txt ("" when it writes none): the run's
-// vocabulary fingerprint, kept in every checkpoint.
+// The CRC-32C of the task's vocab.txt, else of its tokenizer.json ("" when
+// it writes neither): the run's vocabulary fingerprint, kept in every
+// checkpoint.
 std::string vocab_fingerprint(const TrainTask& task) {
   const std::map<std::string, std::string> files = task.extra_files();
-  const auto it = files.find("vocab.txt");
+  auto it = files.find("vocab.txt");
+  if (it == files.end()) it = files.find("tokenizer.json");
   if (it == files.end()) return "";
   return data::crc32c_hex(
       data::crc32c({reinterpret_cast<const uint8_t*>(it->second.data()), it->second.size()}));
@@ -298,7 +300,7 @@ void TrainingRun::check_resumable(const std::string& path, const LoadedCheckpoin
              " state a resume needs");
   const std::string& started_with = st.vocab_crc32c;
   KILN_CHECK(started_with.empty() || started_with == vocab_fingerprint_, path,
-             ": the run started with another vocabulary (vocab.txt CRC-32C ", started_with, "; this command's is ",
+             ": the run started with another vocabulary (vocab.txt CRC-32C, else tokenizer.json's: ", started_with, "; this command's is ",
              vocab_fingerprint_.empty() ? "none" : vocab_fingerprint_,
              "): resume with the --model / --vocab of the run that wrote it");
   if (!started_with.empty()) vocab_fingerprint_ = started_with;

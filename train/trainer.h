@@ -75,6 +75,9 @@ struct TrainingArguments {
   std::string model;   // Hugging Face model directory to start from ("": a new model)
   std::string config;  // new model: a config.json path or a preset (bert-tiny, ...)
   std::string vocab;   // vocab.txt ("": the model directory's)
+  // A tokenizer.json or model directory (HF's --tokenizer_name; "": --vocab,
+  // else the model directory's). At most one of vocab and tokenizer.
+  std::string tokenizer;
   bool cased = false;  // keep case and accents (default: lower-case, as bert-base-uncased)
   // data
   std::string train_file;       // pretrain: raw text or a `kiln prepare` folder ("": synthetic corpus)

@@ -98,6 +98,7 @@ void TrainingArguments::validate() const {
   KILN_CHECK(synthetic_documents >= 10, "--synthetic-documents must be >= 10, got ", synthetic_documents);
   KILN_CHECK(stop_after_steps >= 0, "--stop-after-steps must be >= 0, got ", stop_after_steps);
   KILN_CHECK(std::isfinite(max_grad_norm), "--max-grad-norm must be finite");
+  KILN_CHECK(vocab.empty() || tokenizer.empty(), "give --vocab (a BERT vocab.txt) or --tokenizer, not both");
   KILN_CHECK(task == "sequence-classification" || task == "regression" || task == "token-classification",
              "--task must be sequence-classification, regression or token-classification, got '", task, "'");
   KILN_CHECK(!multi_label || task == "sequence-classification", "--multi-label applies to --task "
@@ -112,6 +113,7 @@ nlohmann::json TrainingArguments::to_json() const {
   return {{"model", model},
           {"config", config},
           {"vocab", vocab},
+          {"tokenizer", tokenizer},
           {"cased", cased},
           {"train_file", train_file},
           {"validation_file", validation_file},

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -116,12 +118,6 @@ void BertTokenizer::encode_ids(std::string_view text, std::vector<int32_t>& ids)
   encode_segment(text.substr(segment_begin));
 }
 
-std::vector<int32_t> BertTokenizer::encode_ids(std::string_view text) const {
-  std::vector<int32_t> ids;
-  encode_ids(text, ids);
-  return ids;
-}
-
 std::vector<std::string> BertTokenizer::tokenize(std::string_view text) const {
   std::vector<std::string> tokens;
   for (int32_t id : encode_ids(text)) tokens.push_back(vocab_.token(id));
@@ -225,6 +221,18 @@ bool BertTokenizer::is_special_id(int32_t id) const {
   for (const auto& special : specials_)
     if (special.first == token) return true;
   return false;
+}
+
+SpecialAround BertTokenizer::special_around() const {
+  KILN_CHECK(cls_id_ >= 0 && sep_id_ >= 0, "BertTokenizer: special tokens need [CLS] and [SEP] in the vocab");
+  return {{cls_id_}, {sep_id_}};
+}
+
+std::map<std::string, std::string> BertTokenizer::files() const {
+  std::string vocab;
+  for (const std::string& t : vocab_.tokens()) vocab += t + "\n";
+  const nlohmann::json config = {{"do_lower_case", lowercase()}, {"tokenizer_class", "BertTokenizer"}};
+  return {{"vocab.txt", vocab}, {"tokenizer_config.json", config.dump(2) + "\n"}};
 }
 
 std::string BertTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,30 +27,13 @@
 #include <vector>
 
 #include "kiln/data/tokenizer/basic_tokenizer.h"
+#include "kiln/data/tokenizer/text_tokenizer.h"
 #include "kiln/data/tokenizer/vocab.h"
 #include "kiln/data/tokenizer/wordpiece.h"
 
 namespace kiln::data {
 
-// One encoded sequence or pair; the three vectors have equal length.
-struct Encoding {
-  std::vector<int32_t> ids;
-  std::vector<int32_t> type_ids;        // 0 for [CLS] A [SEP], 1 for B [SEP]
-  std::vector<int32_t> attention_mask;  // 1 for tokens, 0 for padding
-  size_t size() const { return ids.size(); }
-};
-
-struct EncodeOptions {
-  bool add_special_tokens = true;  // [CLS] A [SEP] (B [SEP])
-  // Truncate to at most max_length ids including special tokens, HF's
-  // longest_first strategy (0: no truncation). Must leave room for the
-  // special tokens (kiln::Error otherwise).
-  size_t max_length = 0;
-  size_t pad_to = 0;            // right-pad with [PAD] up to this length (0: none)
-  bool pad_to_longest = false;  // encode_batch only: pad to the batch's longest
-};
-
-class BertTokenizer {
+class BertTokenizer final : public TextTokenizer {
  public:
   // Loads a vocab.txt; a missing/empty file or one without [UNK] is a
   // kiln::Error naming the file.
@@ -59,36 +43,43 @@ class BertTokenizer {
   // WordPiece token strings of `text`, without special tokens.
   std::vector<std::string> tokenize(std::string_view text) const;
   // Ids of `text` without special tokens (appended to `ids` in the second form).
-  std::vector<int32_t> encode_ids(std::string_view text) const;
-  void encode_ids(std::string_view text, std::vector<int32_t>& ids) const;
+  using TextTokenizer::encode_ids;
+  void encode_ids(std::string_view text, std::vector<int32_t>& ids) const override;
 
   Encoding encode(std::string_view a, std::optional<std::string_view> b = {},
-                  const EncodeOptions& options = {}) const;
+                  const EncodeOptions& options = {}) const override;
   // Encodes every text (or pair) in parallel on kiln's thread pool; element i
   // is encode(texts[i], ...). Deterministic whatever the thread count.
   std::vector<Encoding> encode_batch(const std::vector<std::string>& texts,
-                                     const EncodeOptions& options = {}) const;
+                                     const EncodeOptions& options = {}) const override;
   std::vector<Encoding> encode_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
-                                     const EncodeOptions& options = {}) const;
+                                     const EncodeOptions& options = {}) const override;
   // Ids only, no special tokens, in parallel: result[i] = encode_ids(texts[i]).
-  std::vector<std::vector<int32_t>> encode_ids_batch(const std::vector<std::string>& texts) const;
+  std::vector<std::vector<int32_t>> encode_ids_batch(const std::vector<std::string>& texts) const override;
 
   // HF's WordPiece decoder: pieces joined with spaces, "##" pieces glued to
   // the previous one, " ." " ?" " !" " ," tightened; special tokens dropped
   // when skip_special_tokens. An id outside the vocab is a kiln::Error.
-  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = true) const;
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = true) const override;
 
   // The id of a token, or -1 when it is not in the vocab.
-  int32_t token_to_id(std::string_view token) const { return vocab_.find(token); }
+  int32_t token_to_id(std::string_view token) const override { return vocab_.find(token); }
   const std::string& id_to_token(int32_t id) const { return vocab_.token(id); }
-  bool is_special_id(int32_t id) const;
-  int32_t unk_id() const { return unk_id_; }
-  int32_t cls_id() const { return cls_id_; }  // -1 when absent
-  int32_t sep_id() const { return sep_id_; }
-  int32_t pad_id() const { return pad_id_; }
-  int32_t mask_id() const { return mask_id_; }
-  size_t vocab_size() const { return vocab_.size(); }
-  bool lowercase() const { return basic_.lowercase(); }
+  std::vector<std::string> tokens() const override { return vocab_.tokens(); }
+  bool is_special_id(int32_t id) const override;
+  int32_t unk_id() const override { return unk_id_; }
+  int32_t cls_id() const override { return cls_id_; }  // -1 when absent
+  int32_t sep_id() const override { return sep_id_; }
+  int32_t pad_id() const override { return pad_id_; }
+  int32_t mask_id() const override { return mask_id_; }
+  // {[CLS]}, {[SEP]} (encode() needs both to add special tokens).
+  SpecialAround special_around() const override;
+  std::string continuation_prefix() const override { return wordpiece_.continuation_prefix(); }
+  size_t vocab_size() const override { return vocab_.size(); }
+  bool lowercase() const override { return basic_.lowercase(); }
+  // vocab.txt (one token per line) and tokenizer_config.json (do_lower_case,
+  // tokenizer_class BertTokenizer).
+  std::map<std::string, std::string> files() const override;
   const Vocab& vocab() const { return vocab_; }
 
  private:

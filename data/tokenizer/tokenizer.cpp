@@ -263,6 +263,31 @@ Encoding Tokenizer::post_process(Encoding a, std::optional<Encoding> b, bool add
   return out;
 }
 
+std::pair<std::vector<int32_t>, std::vector<int32_t>> Tokenizer::special_tokens_around() const {
+  if (!post_processor_) return {};
+  // One placeholder token; whatever the post-processor adds lies around it.
+  Encoding one;
+  one.ids = {-1};
+  one.type_ids = {0};
+  one.tokens = {""};
+  one.offsets = {tok::Span{}};
+  one.special_tokens_mask = {0};
+  one.attention_mask = {1};
+  one.word_ids = {0};
+  one.sequence_ids = {0};
+  const Encoding out = post_processor_->process(std::move(one), std::nullopt, true);
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> around;
+  bool seen = false;
+  for (size_t i = 0; i < out.ids.size(); ++i) {
+    if (!out.special_tokens_mask[i]) {
+      seen = true;
+      continue;
+    }
+    (seen ? around.second : around.first).push_back(out.ids[i]);
+  }
+  return around;
+}
+
 Encoding Tokenizer::encode(std::string_view a, std::optional<std::string_view> b,
                            bool add_special_tokens, OffsetUnit unit) const {
   Encoding ea = encode_sequence(a, 0, unit);

@@ -61,6 +61,12 @@ class Tokenizer {
   // BERT's vocab.txt, converted as transformers' converters do (using
   // tokenizer_config.json / config.json where they decide an option).
   static Tokenizer from_pretrained(const std::string& path);
+  // The tokenizer.json from_pretrained(path) loads: the file itself, or the
+  // one the converters build from the older formats. `source` receives the
+  // file it was read from (tokenizer.json, vocab.json, the .model, vocab.txt).
+  static tok::Json pretrained_json(const std::string& path, std::string* source = nullptr);
+  // A tokenizer.json's content (bounded read, floats as HF parses them).
+  static tok::Json read_tokenizer_json(const std::string& path);
 
   tok::Encoding encode(std::string_view a, std::optional<std::string_view> b = std::nullopt,
                        bool add_special_tokens = true, OffsetUnit unit = OffsetUnit::kChar) const;
@@ -100,6 +106,9 @@ class Tokenizer {
   const tok::Model& model() const { return *model_; }
   // Number of special tokens the post-processor adds (0 without one).
   size_t num_special_tokens_to_add(bool is_pair) const;
+  // The ids the post-processor puts before and after one sequence when it
+  // adds special tokens (both empty without a post-processor).
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> special_tokens_around() const;
 
  private:
   Tokenizer() = default;

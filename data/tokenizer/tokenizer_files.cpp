@@ -10,6 +10,7 @@
 //                             tokenizer_config.json, default true)
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "core/error.h"
 #include "core/file_util.h"
@@ -174,32 +175,57 @@ Json bert_json(const fs::path& vocab_txt, bool lowercase) {
   return j;
 }
 
-}  // namespace
-
-Tokenizer Tokenizer::from_pretrained(const std::string& path) {
-  const fs::path p(path);
-  KILN_CHECK(fs::exists(p), path, ": no such file or directory");
-  if (!fs::is_directory(p)) {
-    const std::string name = p.filename().string();
-    if (p.extension() == ".json" && name != "vocab.json") return from_file(path);
-    if (p.extension() == ".model")
-      return from_json(tok::sentencepiece_to_tokenizer_json(path, ""), path);
-    if (p.extension() == ".txt") return from_json(bert_json(p, true), path);
-    fail(path, ": not a tokenizer file (expected tokenizer.json, a SentencePiece .model or a "
-               "vocab.txt), nor a model directory");
-  }
-  if (fs::exists(p / "tokenizer.json")) return from_file((p / "tokenizer.json").string());
-  if (fs::exists(p / "vocab.json") && fs::exists(p / "merges.txt"))
-    return from_json(gpt2_json(p), path);
+// The SentencePiece model of a directory, under the names transformers uses.
+std::optional<fs::path> sentencepiece_file(const fs::path& dir) {
   for (const char* name : {"sentencepiece.bpe.model", "spiece.model", "tokenizer.model",
                            "sentencepiece.model"})
-    if (fs::exists(p / name))
-      return from_json(tok::sentencepiece_to_tokenizer_json((p / name).string(), model_type(p)),
-                       path);
-  if (fs::exists(p / "vocab.txt"))
-    return from_json(bert_json(p / "vocab.txt", model_dir_lowercase(path)), path);
-  fail(path, ": no tokenizer in this directory (looked for tokenizer.json, vocab.json + "
-             "merges.txt, a SentencePiece .model, vocab.txt)");
+    if (fs::exists(dir / name)) return dir / name;
+  return std::nullopt;
+}
+
+}  // namespace
+
+tok::Json Tokenizer::pretrained_json(const std::string& path, std::string* source) {
+  const fs::path p(path);
+  KILN_CHECK(fs::exists(p), path, ": no such file or directory");
+  std::string named = path;
+  Json j;
+  if (!fs::is_directory(p)) {
+    const std::string name = p.filename().string();
+    if (p.extension() == ".json" && name != "vocab.json") {
+      j = read_tokenizer_json(path);
+    } else if (p.extension() == ".model") {
+      j = tok::sentencepiece_to_tokenizer_json(path, "");
+    } else if (p.extension() == ".txt") {
+      j = bert_json(p, true);
+    } else {
+      fail(path, ": not a tokenizer file (expected tokenizer.json, a SentencePiece .model or a "
+                 "vocab.txt), nor a model directory");
+    }
+  } else if (fs::exists(p / "tokenizer.json")) {
+    named = (p / "tokenizer.json").string();
+    j = read_tokenizer_json(named);
+  } else if (fs::exists(p / "vocab.json") && fs::exists(p / "merges.txt")) {
+    named = (p / "vocab.json").string();
+    j = gpt2_json(p);
+  } else if (const std::optional<fs::path> model = sentencepiece_file(p)) {
+    named = model->string();
+    j = tok::sentencepiece_to_tokenizer_json(named, model_type(p));
+  } else if (fs::exists(p / "vocab.txt")) {
+    named = (p / "vocab.txt").string();
+    j = bert_json(p / "vocab.txt", model_dir_lowercase(path));
+  } else {
+    fail(path, ": no tokenizer in this directory (looked for tokenizer.json, vocab.json + "
+               "merges.txt, a SentencePiece .model, vocab.txt)");
+  }
+  if (source) *source = named;
+  return j;
+}
+
+Tokenizer Tokenizer::from_pretrained(const std::string& path) {
+  std::string source;
+  const Json j = pretrained_json(path, &source);
+  return from_json(j, source);
 }
 
 }  // namespace kiln::data

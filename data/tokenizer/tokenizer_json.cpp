@@ -123,12 +123,14 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& source) {
   }
 }
 
-Tokenizer Tokenizer::from_file(const std::string& path) {
+Json Tokenizer::read_tokenizer_json(const std::string& path) {
   JsonLimits limits;
   limits.max_bytes = kMaxTokenizerJsonBytes;
   Json j = read_json_file(path, path, limits);
   tok::apply_serde_json_floats(j);  // Note [HF float parsing] in unigram.h
-  return from_json(j, path);
+  return j;
 }
+
+Tokenizer Tokenizer::from_file(const std::string& path) { return from_json(read_tokenizer_json(path), path); }
 
 }  // namespace kiln::data

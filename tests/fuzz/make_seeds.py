@@ -322,6 +322,10 @@ def tokenizer_config_seeds():
     write("tokenizer_config", "bad_array", '[{"do_lower_case": true}]')
     write("tokenizer_config", "bad_json", '{"do_lower_case": tru')
     write("tokenizer_config", "bad_empty", "")
+    # Special-token roles, read beside a tokenizer.json (Note [Choosing a tokenizer]).
+    write("tokenizer_config", "roles", '{"pad_token": "<pad>", "cls_token": {"content": "<s>"}, "mask_token": null}\n')
+    write("tokenizer_config", "role_missing", '{"mask_token": "<mask>"}\n')
+    write("tokenizer_config", "role_bad_type", '{"pad_token": ["<pad>"]}\n')
 
 
 # ---- --args-file -----------------------------------------------------------
