@@ -100,6 +100,9 @@ expect_error "--vocab and --tokenizer together" "not both" \
   "$kiln" finetune --model base --tokenizer tok --vocab x.txt --train-file sst.tsv --output-dir c4
 expect_error "--whole-word-mask without ## pieces" "--whole-word-mask needs a WordPiece tokenizer" \
   "$kiln" pretrain --model base --whole-word-mask --train-file wiki.txt --max-steps 1 --output-dir c5
+expect_error "--output-dir is the --tokenizer directory" "are the same directory" \
+  "$kiln" finetune --model base --tokenizer cls --train-file sst.tsv --output-dir cls --overwrite-output-dir
+cmp -s tok/tokenizer.json cls/tokenizer.json || fail "a refused run changed cls/tokenizer.json"
 expect_error "prepare without a tokenizer" "give one of --vocab" "$kiln" prepare wiki.txt --output-dir c6
 expect_error "a directory without a tokenizer" "no tokenizer in this directory" \
   "$kiln" prepare --tokenizer corpus_dir wiki.txt --output-dir c7

@@ -204,6 +204,8 @@ TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& 
 // (compared as canonical paths, and as the same file for bind mounts), since
 // the final save would overwrite the pretrained weights and
 // --overwrite-output-dir would delete them. Nothing to check without --model.
+// The directory of --tokenizer / --vocab must not be, or lie inside, the
+// output directory either (the saved tokenizer files would replace them).
 void check_output_dir_apart_from_model(const TrainingArguments& args);
 
 // The training sampler of a task: each rank's shard under data parallel,

@@ -37,19 +37,36 @@ bool is_within(fs::path inner, const fs::path& outer) {
 
 }  // namespace
 
+namespace {
+
+// kiln::Error when the output directory is `dir` (the input of `flag`) or
+// contains it; with `nested_too`, also when it lies inside `dir`.
+void check_apart(const TrainingArguments& a, const std::string& dir, const char* flag, const char* kind,
+                 const char* what, bool nested_too) {
+  const fs::path in = canonical_dir(dir), out = canonical_dir(a.output_dir);
+  const std::string both = "--output-dir " + a.output_dir + " and " + flag + " " + dir;
+  KILN_CHECK(!same_directory(out, in), both, " are the same directory: the run would overwrite the ", what,
+             " it starts from (and --overwrite-output-dir would delete them); choose another --output-dir");
+  KILN_CHECK(!nested_too || !is_within(out, in), both, ": the output directory lies inside the input ", kind,
+             " directory (", in.string(), "), so the run would write into the ", kind,
+             " it starts from; choose a --output-dir outside it");
+  KILN_CHECK(!is_within(in, out), both, ": the output directory contains the input ", kind, " directory (",
+             in.string(), "), so --overwrite-output-dir or --save-total-limit could delete the ", what,
+             " the run starts from; choose a --output-dir that does not contain it");
+}
+
+}  // namespace
+
 void check_output_dir_apart_from_model(const TrainingArguments& a) {
-  if (a.model.empty() || a.output_dir.empty()) return;
-  const fs::path model = canonical_dir(a.model), out = canonical_dir(a.output_dir);
-  const std::string both = "--output-dir " + a.output_dir + " and --model " + a.model;
-  KILN_CHECK(!same_directory(out, model), both,
-             " are the same directory: the run would overwrite the pretrained weights it starts from "
-             "(and --overwrite-output-dir would delete them); choose another --output-dir");
-  KILN_CHECK(!is_within(out, model), both, ": the output directory lies inside the input model directory (",
-             model.string(), "), so the run would write into the model it starts from; choose a --output-dir "
-             "outside it");
-  KILN_CHECK(!is_within(model, out), both, ": the output directory contains the input model directory (",
-             model.string(), "), so --overwrite-output-dir or --save-total-limit could delete the model the run "
-             "starts from; choose a --output-dir that does not contain it");
+  if (a.output_dir.empty()) return;
+  if (!a.model.empty()) check_apart(a, a.model, "--model", "model", "pretrained weights", true);
+  // A tokenizer given by path: its directory (a run may write below it).
+  for (const auto& [path, flag] : {std::pair{a.tokenizer, "--tokenizer"}, std::pair{a.vocab, "--vocab"}}) {
+    if (path.empty()) continue;
+    const fs::path p(path);
+    const fs::path dir = fs::is_directory(p) ? p : (p.has_parent_path() ? p.parent_path() : fs::path("."));
+    check_apart(a, dir.string(), flag, "tokenizer", "tokenizer files", false);
+  }
 }
 
 std::pair<int64_t, int64_t> parse_profile_steps(const std::string& value) {

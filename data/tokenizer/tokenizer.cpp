@@ -265,7 +265,7 @@ Encoding Tokenizer::post_process(Encoding a, std::optional<Encoding> b, bool add
 
 std::pair<std::vector<int32_t>, std::vector<int32_t>> Tokenizer::special_tokens_around() const {
   if (!post_processor_) return {};
-  // One placeholder token; whatever the post-processor adds lies around it.
+  // A one-token sequence (id -1, no real token); what the post-processor adds lies around it.
   Encoding one;
   one.ids = {-1};
   one.type_ids = {0};
