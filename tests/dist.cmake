@@ -47,7 +47,7 @@ endif()
 
 file(GLOB KILN_DIST_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/dist/*.cpp)
 add_executable(kiln_dist_tests ${KILN_DIST_TEST_SOURCES})
-target_compile_options(kiln_dist_tests PRIVATE ${KILN_WARNINGS})
+target_compile_options(kiln_dist_tests PRIVATE ${KILN_WARNINGS} ${KILN_DRIVER_OPTIONS})
 target_link_libraries(kiln_dist_tests PRIVATE kiln_all GTest::gtest)
 target_compile_definitions(kiln_dist_tests PRIVATE  # what tests/test_util.h reads
   KILN_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
