@@ -13,8 +13,6 @@ using namespace detail;
 
 namespace {
 
-std::string describe(const Tensor& t) { return t.defined() ? t.str() : std::string("an undefined tensor"); }
-
 // The lists of an Adam-style step, by name, for the checks and the scope.
 struct MomentLists {
   const std::vector<Tensor>* lists[4];
