@@ -173,6 +173,62 @@ TEST(TokPostProcessors, TemplateOverflowWindowsGetTheirSpecialTokens) {
   EXPECT_EQ(count_windows(q), 5u);  // 3, two of them with a nested one (HF)
 }
 
+// Note [Single-sequence fast path]: a processor with a SingleLayout gives a
+// single encoding the same result as the general flow, which the same
+// processor alone in a Sequence takes (Sequence has no layout).
+TEST(TokPostProcessors, SingleSequenceFastPathEqualsTheGeneralFlow) {
+  const std::vector<std::string> configs = {
+      R"({"type":"BertProcessing","sep":["[SEP]",102],"cls":["[CLS]",101]})",
+      R"({"type":"RobertaProcessing","sep":["</s>",2],"cls":["<s>",0],"trim_offsets":true,)"
+      R"("add_prefix_space":true})",
+      R"({"type":"RobertaProcessing","sep":["</s>",2],"cls":["<s>",0],"trim_offsets":false,)"
+      R"("add_prefix_space":false})",
+      R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true})",
+      R"({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true})",
+      // Multi-token specials on both sides, type ids that differ.
+      R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"[X]","type_id":3}},)"
+      R"({"Sequence":{"id":"A","type_id":1}},{"SpecialToken":{"id":"[Y]","type_id":2}},)"
+      R"({"SpecialToken":{"id":"[X]","type_id":4}}],"pair":[{"Sequence":{"id":"A","type_id":0}},)"
+      R"({"Sequence":{"id":"B","type_id":1}}],"special_tokens":{"[X]":{"id":"[X]",)"
+      R"("ids":[101,7],"tokens":["[X]","x"]},"[Y]":{"id":"[Y]","ids":[9],"tokens":["[Y]"]}}})",
+      // Only the sequence; only a tail.
+      R"({"type":"TemplateProcessing","single":[{"Sequence":{"id":"A","type_id":5}}],)"
+      R"("pair":[{"Sequence":{"id":"A","type_id":0}}],"special_tokens":{}})",
+      R"({"type":"TemplateProcessing","single":[{"Sequence":{"id":"A","type_id":0}},)"
+      R"({"SpecialToken":{"id":"</s>","type_id":0}}],"pair":[{"Sequence":{"id":"A","type_id":0}}],)"
+      R"("special_tokens":{"</s>":{"id":"</s>","ids":[2],"tokens":["</s>"]}}})",
+  };
+  // Spaces and 'Ġ' for the trimming; masks, type ids and word ids that the
+  // processors must overwrite or keep; and an empty encoding.
+  Encoding a = from_tokens({{"\u0120Hello", {0, 6}}, {" there ", {6, 13}}, {"x", {13, 14}}},
+                           {12, 14, 16});
+  a.type_ids = {1, 0, 1};
+  a.special_tokens_mask = {0, 1, 0};
+  a.attention_mask = {1, 0, 1};
+  a.word_ids = {0, -1, 2};
+  a.sequence_ids = {3, 3, 3};
+  for (const std::string& c : configs) {
+    const auto fast = processor(c);
+    const auto general = processor(R"({"type":"Sequence","processors":[)" + c + "]}");
+    const auto* hf = dynamic_cast<const HfPostProcessor*>(fast.get());
+    ASSERT_NE(hf, nullptr) << c;
+    EXPECT_NE(hf->single_layout(), nullptr) << c;
+    for (const Encoding& e : {a, Encoding{}})
+      for (bool add : {true, false}) {
+        const Encoding want = general->process(e, std::nullopt, add);
+        EXPECT_EQ(diff(fast->process(e, std::nullopt, add), want), "") << c << " add=" << add;
+      }
+  }
+  // $A twice, or a single template naming $B: no layout (the general flow).
+  for (const std::string& single :
+       {std::string(R"([{"Sequence":{"id":"A","type_id":0}},{"Sequence":{"id":"A","type_id":1}}])"),
+        std::string(R"([{"Sequence":{"id":"B","type_id":0}}])")}) {
+    const auto p = processor(R"({"type":"TemplateProcessing","single":)" + single +
+                             R"(,"pair":[{"Sequence":{"id":"A","type_id":0}}],"special_tokens":{}})");
+    EXPECT_EQ(dynamic_cast<const HfPostProcessor&>(*p).single_layout(), nullptr) << single;
+  }
+}
+
 TEST(TokPostProcessors, DefaultProcessAsHfWithoutAPostProcessor) {
   // HF (no post-processor, only_first truncation to 3): encode("a b c", "c")
   // gives ids [1, 2, 3], sequence ids [0, 0, 1], one window [3, 3] with

@@ -193,6 +193,22 @@ void AddedVocabulary::split_with(PreTokenizedString& p, const Matcher& m) const 
 
 PreTokenizedString AddedVocabulary::extract_and_normalize(const Normalizer* normalizer,
                                                           std::string_view sequence) const {
+  // The common case, no added token in the text nor in its normalized form:
+  // the whole text, normalized, is the one split (what the steps below give
+  // then, without their split lists); otherwise, or when normalizing moved
+  // the ends of the alignments, the steps below from the start.
+  auto unmatched = [&](std::string_view s, const Matcher& m) {
+    if (m.empty) return true;
+    const auto matches = find_matches(s, m);
+    return matches.size() == 1 && matches[0].first < 0;
+  };
+  if (!sequence.empty() && unmatched(sequence, raw_)) {
+    NormalizedString n(sequence);
+    if (normalizer) normalizer->normalize(n);
+    if (!n.empty() && n.alignments().front().begin == 0 &&
+        n.alignments().back().end == n.original().size() && unmatched(n.get(), normalized_))
+      return PreTokenizedString(std::move(n));
+  }
   PreTokenizedString p(sequence);
   split_with(p, raw_);
   p.split([&](size_t, NormalizedString&& n) {

@@ -210,8 +210,64 @@ Encoding to_encoding(RangedEncoding r) {
 
 // ---- the processors -----------------------------------------------------------------
 
+namespace {
+
+// Note [Single-sequence fast path]: `layout` applied to `e` in place.
+void apply_single(const SingleLayout& layout, Encoding& e, bool add_special_tokens) {
+  if (layout.trim_offsets) trim_byte_level_offsets(e, layout.add_prefix_space);
+  const size_t n = e.size();
+  std::fill(e.type_ids.begin(), e.type_ids.end(), layout.sequence_type);
+  if (layout.plain_masks && add_special_tokens) {
+    std::fill(e.special_tokens_mask.begin(), e.special_tokens_mask.end(), 0);
+    std::fill(e.attention_mask.begin(), e.attention_mask.end(), 1);
+  }
+  const size_t h = add_special_tokens ? layout.head_ids.size() : 0;
+  const size_t t = add_special_tokens ? layout.tail_ids.size() : 0;
+  if (h + t > 0) {
+    reserve_tokens(e, n + h + t);
+    auto wrap = [&](auto& v, const auto& head, const auto& tail) {
+      v.insert(v.begin(), head.begin(), head.end());
+      v.insert(v.end(), tail.begin(), tail.end());
+    };
+    auto wrap_value = [&](auto& v, auto value) {
+      v.insert(v.begin(), h, value);
+      v.insert(v.end(), t, value);
+    };
+    wrap(e.ids, layout.head_ids, layout.tail_ids);
+    wrap(e.type_ids, layout.head_types, layout.tail_types);
+    wrap(e.tokens, layout.head_tokens, layout.tail_tokens);
+    wrap_value(e.offsets, Span{0, 0});
+    wrap_value(e.special_tokens_mask, 1);
+    wrap_value(e.attention_mask, 1);
+    wrap_value(e.word_ids, -1);
+  }
+  e.sequence_ids.assign(n + h + t, -1);
+  std::fill_n(e.sequence_ids.begin() + static_cast<std::ptrdiff_t>(h), n, 0);
+}
+
+// A layout with `head` before the sequence and `tail` after it, each type 0
+// (Bert's and Roberta's single sequence).
+SingleLayout wrap_layout(const SpecialPair& head, const SpecialPair& tail) {
+  SingleLayout l;
+  l.head_ids = {head.id};
+  l.head_tokens = {head.token};
+  l.head_types = {0};
+  l.tail_ids = {tail.id};
+  l.tail_tokens = {tail.token};
+  l.tail_types = {0};
+  l.plain_masks = true;
+  return l;
+}
+
+}  // namespace
+
 Encoding HfPostProcessor::process(Encoding a, std::optional<Encoding> b,
                                   bool add_special_tokens) const {
+  if (layout_ && !b && a.overflowing.empty()) {
+    check_shape(a);
+    apply_single(*layout_, a, add_special_tokens);
+    return a;
+  }
   std::vector<RangedEncoding> encodings;
   encodings.push_back(to_ranged(std::move(a)));
   if (b) encodings.push_back(to_ranged(std::move(*b)));
@@ -263,6 +319,29 @@ Encoding default_post_process(Encoding a, std::optional<Encoding> b) {
   merge_ranged(merged, ra, budget);
   merge_ranged(merged, rb, budget);
   return to_encoding(std::move(merged));
+}
+
+BertProcessing::BertProcessing(SpecialPair sep, SpecialPair cls)
+    : sep_(std::move(sep)), cls_(std::move(cls)) {
+  layout_ = wrap_layout(cls_, sep_);
+}
+
+RobertaProcessing::RobertaProcessing(SpecialPair sep, SpecialPair cls, bool trim_offsets,
+                                     bool add_prefix_space)
+    : sep_(std::move(sep)),
+      cls_(std::move(cls)),
+      trim_offsets_(trim_offsets),
+      add_prefix_space_(add_prefix_space) {
+  layout_ = wrap_layout(cls_, sep_);
+  layout_->trim_offsets = trim_offsets_;
+  layout_->add_prefix_space = add_prefix_space_;
+}
+
+ByteLevelProcessing::ByteLevelProcessing(bool trim_offsets, bool add_prefix_space)
+    : trim_offsets_(trim_offsets), add_prefix_space_(add_prefix_space) {
+  layout_.emplace();
+  layout_->trim_offsets = trim_offsets_;
+  layout_->add_prefix_space = add_prefix_space_;
 }
 
 std::vector<RangedEncoding> BertProcessing::process_encodings(std::vector<RangedEncoding> encodings,
@@ -365,6 +444,30 @@ TemplateProcessing::TemplateProcessing(std::vector<Piece> single, std::vector<Pi
   };
   added_single_ = count(single_, "single");
   added_pair_ = count(pair_, "pair");
+  // Note [Single-sequence fast path]: $A exactly once and no $B.
+  const auto uses = [&](int sequence) {
+    return std::count_if(single_.begin(), single_.end(),
+                         [&](const Piece& p) { return p.is_sequence && p.sequence == sequence; });
+  };
+  if (uses(0) == 1 && uses(1) == 0) {
+    SingleLayout l;
+    bool after = false;
+    for (const Piece& p : single_) {
+      if (p.is_sequence) {
+        l.sequence_type = p.type_id;
+        after = true;
+        continue;
+      }
+      const Special& s = specials_.at(p.special);
+      auto& ids = after ? l.tail_ids : l.head_ids;
+      auto& tokens = after ? l.tail_tokens : l.head_tokens;
+      auto& types = after ? l.tail_types : l.head_types;
+      ids.insert(ids.end(), s.ids.begin(), s.ids.end());
+      tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+      types.insert(types.end(), s.ids.size(), p.type_id);
+    }
+    layout_ = std::move(l);
+  }
 }
 
 std::vector<RangedEncoding> TemplateProcessing::process_encodings(

@@ -102,12 +102,42 @@ class TokenBudget {
 
 // The HF post-processors: process() is Note [Processing flow] over
 // process_encodings.
+//
+// Note [Single-sequence fast path]: for one encoding without overflowing
+// windows (what encode() of one text gives) and a processor that is not a
+// Sequence, the general flow reduces to: trim the offsets (Roberta,
+// ByteLevel), set the type ids, put fixed special tokens before and after
+// the sequence, and mark the sequence's own tokens sequence 0 (every other
+// token -1). A processor describes that as a SingleLayout, built once when
+// it is constructed, and process() applies it in place: no RangedEncoding,
+// no list, no merge, and (when the encoding has room, which encode()
+// reserves) no allocation. A template naming $A other than exactly once, or
+// $B, has no layout and takes the general flow, as does a Sequence.
+// tests/test_tok_post_decoders.cpp checks that both paths give the same.
+struct SingleLayout {
+  // The special tokens before and after the sequence (added only with
+  // add_special_tokens): ids, strings and type ids, one per token.
+  std::vector<int32_t> head_ids, head_types, tail_ids, tail_types;
+  std::vector<std::string> head_tokens, tail_tokens;
+  int32_t sequence_type = 0;      // the sequence's type id
+  // With the specials, the sequence's special-token mask becomes 0 and its
+  // attention mask 1 (Bert, Roberta).
+  bool plain_masks = false;
+  bool trim_offsets = false;      // trim_byte_level_offsets first (Roberta, ByteLevel)
+  bool add_prefix_space = false;  // its argument
+};
+
 class HfPostProcessor : public PostProcessor {
  public:
   Encoding process(Encoding a, std::optional<Encoding> b, bool add_special_tokens) const final;
   virtual std::vector<RangedEncoding> process_encodings(std::vector<RangedEncoding> encodings,
                                                         bool add_special_tokens,
                                                         TokenBudget& budget) const = 0;
+  // Note [Single-sequence fast path]; nullptr: always the general flow.
+  const SingleLayout* single_layout() const { return layout_ ? &*layout_ : nullptr; }
+
+ protected:
+  std::optional<SingleLayout> layout_;
 };
 
 // A special token: its string and id.
@@ -118,7 +148,7 @@ struct SpecialPair {
 
 class BertProcessing : public HfPostProcessor {
  public:
-  BertProcessing(SpecialPair sep, SpecialPair cls) : sep_(std::move(sep)), cls_(std::move(cls)) {}
+  BertProcessing(SpecialPair sep, SpecialPair cls);
   size_t added_tokens(bool is_pair) const override { return is_pair ? 3 : 2; }
   std::vector<RangedEncoding> process_encodings(std::vector<RangedEncoding> encodings,
                                                 bool add_special_tokens,
@@ -130,11 +160,7 @@ class BertProcessing : public HfPostProcessor {
 
 class RobertaProcessing : public HfPostProcessor {
  public:
-  RobertaProcessing(SpecialPair sep, SpecialPair cls, bool trim_offsets, bool add_prefix_space)
-      : sep_(std::move(sep)),
-        cls_(std::move(cls)),
-        trim_offsets_(trim_offsets),
-        add_prefix_space_(add_prefix_space) {}
+  RobertaProcessing(SpecialPair sep, SpecialPair cls, bool trim_offsets, bool add_prefix_space);
   size_t added_tokens(bool is_pair) const override { return is_pair ? 4 : 2; }
   std::vector<RangedEncoding> process_encodings(std::vector<RangedEncoding> encodings,
                                                 bool add_special_tokens,
@@ -156,8 +182,7 @@ void trim_byte_level_offsets(Encoding& e, bool add_prefix_space);
 
 class ByteLevelProcessing : public HfPostProcessor {
  public:
-  ByteLevelProcessing(bool trim_offsets, bool add_prefix_space)
-      : trim_offsets_(trim_offsets), add_prefix_space_(add_prefix_space) {}
+  ByteLevelProcessing(bool trim_offsets, bool add_prefix_space);
   size_t added_tokens(bool) const override { return 0; }
   std::vector<RangedEncoding> process_encodings(std::vector<RangedEncoding> encodings,
                                                 bool add_special_tokens,

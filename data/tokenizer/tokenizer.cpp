@@ -84,8 +84,14 @@ void push_split(Encoding& e, Split& s, int32_t word, const CharOffsets* chars) {
   }
 }
 
-void finish_encoding(Encoding& e, int32_t type_id) {
+// `room`: tokens the post-processor will add (Note [Single-sequence fast path]).
+void finish_encoding(Encoding& e, int32_t type_id, size_t room) {
   const size_t n = e.ids.size();
+  for (auto* v : {&e.ids, &e.type_ids, &e.special_tokens_mask, &e.attention_mask, &e.word_ids,
+                  &e.sequence_ids})
+    v->reserve(n + room);
+  e.tokens.reserve(n + room);
+  e.offsets.reserve(n + room);
   e.type_ids.assign(n, type_id);
   e.special_tokens_mask.assign(n, 0);
   e.attention_mask.assign(n, 1);
@@ -179,7 +185,8 @@ void pad_all(std::vector<Encoding>& encodings, const PaddingParams& p) {
 
 }  // namespace
 
-Encoding Tokenizer::encode_sequence(std::string_view raw, int32_t type_id, OffsetUnit unit) const {
+Encoding Tokenizer::encode_sequence(std::string_view raw, int32_t type_id, OffsetUnit unit,
+                                    size_t room) const {
   std::string valid;
   std::string_view text = raw;
   if (!std::all_of(raw.begin(), raw.end(),
@@ -197,7 +204,7 @@ Encoding Tokenizer::encode_sequence(std::string_view raw, int32_t type_id, Offse
     tokenize_splits(p, *model_);
     int32_t word = 0;
     for (Split& s : p.splits()) push_split(e, s, word++, chars);
-    finish_encoding(e, type_id);
+    finish_encoding(e, type_id, room);
     return e;
   }
   // Note [Fast pre-tokenization]: each plain split as Pieces, any other one
@@ -224,7 +231,7 @@ Encoding Tokenizer::encode_sequence(std::string_view raw, int32_t type_id, Offse
       for (Split& piece : one.splits()) push_split(e, piece, word++, chars);
     }
   }
-  finish_encoding(e, type_id);
+  finish_encoding(e, type_id, room);
   return e;
 }
 
@@ -290,7 +297,7 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> Tokenizer::special_tokens_
 
 Encoding Tokenizer::encode(std::string_view a, std::optional<std::string_view> b,
                            bool add_special_tokens, OffsetUnit unit) const {
-  Encoding ea = encode_sequence(a, 0, unit);
+  Encoding ea = encode_sequence(a, 0, unit, b ? 0 : num_special_tokens_to_add(false));
   std::optional<Encoding> eb;
   if (b) eb = encode_sequence(*b, 1, unit);
   return post_process(std::move(ea), std::move(eb), add_special_tokens);

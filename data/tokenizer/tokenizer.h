@@ -113,7 +113,9 @@ class Tokenizer {
  private:
   Tokenizer() = default;
 
-  tok::Encoding encode_sequence(std::string_view text, int32_t type_id, OffsetUnit unit) const;
+  // `room`: capacity kept for the special tokens the post-processor adds.
+  tok::Encoding encode_sequence(std::string_view text, int32_t type_id, OffsetUnit unit,
+                                size_t room = 0) const;
   tok::Encoding post_process(tok::Encoding a, std::optional<tok::Encoding> b,
                              bool add_special_tokens) const;
 
