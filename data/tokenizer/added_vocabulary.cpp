@@ -164,62 +164,60 @@ std::vector<std::pair<int32_t, Span>> AddedVocabulary::find_matches(std::string_
   return out;
 }
 
+void AddedVocabulary::cut(NormalizedString&& n, const Matcher& m, std::vector<Split>& out) const {
+  if (n.empty()) return;  // (PreTokenizedString drops empty splits)
+  const auto matches = find_matches(n.get(), m);
+  // No added token, and n's alignments span all of its original: the one
+  // slice would be n itself, so n is kept as it is (no copy).
+  if (matches.size() == 1 && matches[0].first < 0 && matches[0].second == Span{0, n.size()} &&
+      n.alignments().front().begin == 0 && n.alignments().back().end == n.original().size()) {
+    out.push_back({std::move(n), std::nullopt});
+    return;
+  }
+  for (const auto& [id, span] : matches) {
+    std::optional<NormalizedString> slice = n.slice_normalized(span);
+    KILN_CHECK(slice.has_value(), "added tokens: bad split [", span.begin, ", ", span.end, ")");
+    if (slice->empty()) continue;
+    if (id >= 0) {
+      std::string value = slice->get();
+      const size_t len = value.size();
+      out.push_back({std::move(*slice), std::vector<Token>{{id, std::move(value), {0, len}}}});
+    } else {
+      out.push_back({std::move(*slice), std::nullopt});
+    }
+  }
+}
+
 void AddedVocabulary::split_with(PreTokenizedString& p, const Matcher& m) const {
   p.split([&](size_t, NormalizedString&& n) {
     std::vector<Split> out;
-    const auto matches = find_matches(n.get(), m);
-    // No added token, and n's alignments span all of its original: the one
-    // slice would be n itself, so n is kept as it is (no copy).
-    if (matches.size() == 1 && matches[0].first < 0 && matches[0].second == Span{0, n.size()} &&
-        !n.empty() && n.alignments().front().begin == 0 &&
-        n.alignments().back().end == n.original().size()) {
-      out.push_back({std::move(n), std::nullopt});
-      return out;
-    }
-    for (const auto& [id, span] : matches) {
-      std::optional<NormalizedString> slice = n.slice_normalized(span);
-      KILN_CHECK(slice.has_value(), "added tokens: bad split [", span.begin, ", ", span.end, ")");
-      if (id >= 0) {
-        std::string value = slice->get();
-        const size_t len = value.size();
-        out.push_back({std::move(*slice), std::vector<Token>{{id, std::move(value), {0, len}}}});
-      } else {
-        out.push_back({std::move(*slice), std::nullopt});
-      }
-    }
+    cut(std::move(n), m, out);
     return out;
   });
 }
 
 PreTokenizedString AddedVocabulary::extract_and_normalize(const Normalizer* normalizer,
                                                           std::string_view sequence) const {
-  // The common case, no added token in the text nor in its normalized form:
-  // the whole text, normalized, is the one split (what the steps below give
-  // then, without their split lists); otherwise, or when normalizing moved
-  // the ends of the alignments, the steps below from the start.
-  auto unmatched = [&](std::string_view s, const Matcher& m) {
-    if (m.empty) return true;
-    const auto matches = find_matches(s, m);
-    return matches.size() == 1 && matches[0].first < 0;
-  };
-  if (!sequence.empty() && unmatched(sequence, raw_)) {
-    NormalizedString n(sequence);
+  // HF's steps, split_with(raw_) on the whole text, then each piece without
+  // a token normalized and split_with(normalized_), without their lists: a
+  // piece of the raw text is made from its bytes (the slice of the whole
+  // text's NormalizedString, whose alignments are the identity, would equal it).
+  std::vector<Split> splits;
+  for (const auto& [id, span] : find_matches(sequence, raw_)) {
+    if (span.begin == span.end) continue;
+    KILN_CHECK(is_boundary(sequence, span.begin) && is_boundary(sequence, span.end),
+               "added tokens: bad split [", span.begin, ", ", span.end, ")");
+    NormalizedString n(sequence.substr(span.begin, span.end - span.begin), span.begin);
+    if (id >= 0) {
+      std::string value = n.get();
+      const size_t len = value.size();
+      splits.push_back({std::move(n), std::vector<Token>{{id, std::move(value), {0, len}}}});
+      continue;
+    }
     if (normalizer) normalizer->normalize(n);
-    if (!n.empty() && n.alignments().front().begin == 0 &&
-        n.alignments().back().end == n.original().size() && unmatched(n.get(), normalized_))
-      return PreTokenizedString(std::move(n));
+    cut(std::move(n), normalized_, splits);
   }
-  PreTokenizedString p(sequence);
-  split_with(p, raw_);
-  p.split([&](size_t, NormalizedString&& n) {
-    if (normalizer) normalizer->normalize(n);
-    std::vector<Split> pieces;
-    PreTokenizedString inner(std::move(n));
-    split_with(inner, normalized_);
-    for (Split& s : inner.splits()) pieces.push_back(std::move(s));
-    return pieces;
-  });
-  return p;
+  return PreTokenizedString(std::move(splits));
 }
 
 }  // namespace kiln::data::tok

@@ -74,6 +74,8 @@ class AddedVocabulary {
   // (id or -1, byte span) pieces covering `s`.
   std::vector<std::pair<int32_t, Span>> find_matches(std::string_view s, const Matcher& m) const;
   void split_with(PreTokenizedString& p, const Matcher& m) const;
+  // Appends the non-empty splits of `n` at m's matches (a match's split with its token).
+  void cut(NormalizedString&& n, const Matcher& m, std::vector<Split>& out) const;
   void refresh(const Normalizer* normalizer);
 
   std::unordered_map<std::string, int32_t> by_content_;

@@ -462,8 +462,10 @@ std::unique_ptr<Model> bpe_from_json(const Json& j, const std::string& where) {
     source.push_back(k);
   }
   return std::make_unique<Bpe>(std::move(vocab), merges, std::move(o), [&](size_t i) {
-    return "tokenizer.json: " + mw +
-           (i < source.size() ? "[" + std::to_string(source[i]) + "]" : "");
+    // (Appended piece by piece: GCC 12 warns, falsely, on `"..." + std::string&&` here.)
+    std::string where = "tokenizer.json: " + mw;
+    if (i < source.size()) where += "[" + std::to_string(source[i]) + "]";
+    return where;
   });
 }
 

@@ -203,12 +203,6 @@ std::optional<Span> NormalizedString::original_to_normalized(Span r) const {
   return std::nullopt;
 }
 
-namespace {
-bool is_boundary(const std::string& s, size_t i) {
-  return i == s.size() || (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80);
-}
-}  // namespace
-
 std::optional<NormalizedString> NormalizedString::slice_normalized(Span n) const {
   if (n.begin > n.end || n.end > normalized_.size() || !is_boundary(normalized_, n.begin) ||
       !is_boundary(normalized_, n.end))

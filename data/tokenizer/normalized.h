@@ -62,6 +62,11 @@ enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWith
 // included (NormalizedString::split and Pieces drop them).
 std::vector<Match> split_pieces(Matches matches, SplitBehavior behavior);
 
+// Whether byte i of `s` (valid UTF-8) begins a code point, or is its end.
+inline bool is_boundary(std::string_view s, size_t i) {
+  return i == s.size() || (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80);
+}
+
 // One new code point and its change (Note [Alignments]).
 struct CharChange {
   char32_t c;
@@ -73,6 +78,11 @@ class NormalizedString {
   NormalizedString() = default;
   // `s` must be valid UTF-8 (the Tokenizer replaces ill-formed bytes first).
   explicit NormalizedString(std::string_view s);
+  // `s` as a piece of a text that starts at `original_shift` in its input
+  // (what slicing the whole text's NormalizedString there would give).
+  NormalizedString(std::string_view s, size_t original_shift) : NormalizedString(s) {
+    original_shift_ = original_shift;
+  }
 
   const std::string& get() const { return normalized_; }
   const std::string& original() const { return original_; }
@@ -150,6 +160,8 @@ class PreTokenizedString {
  public:
   explicit PreTokenizedString(std::string_view s) : splits_{{NormalizedString(s), std::nullopt}} {}
   explicit PreTokenizedString(NormalizedString n) : splits_{{std::move(n), std::nullopt}} {}
+  // These splits as they are (none empty).
+  explicit PreTokenizedString(std::vector<Split> splits) : splits_(std::move(splits)) {}
 
   // For every split without tokens, f(index, piece) returns the pieces that
   // replace it (empty pieces are dropped); tokenized splits are kept as is.

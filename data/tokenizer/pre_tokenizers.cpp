@@ -257,52 +257,60 @@ void BertPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const 
 
 void MetaspacePreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
                                                 Pieces& out) const {
-  thread_local Pieces w, pre;  // scratch (no call below reenters)
+  // pre_tokenize's three steps in one pass over each piece, into `out`:
+  //  - replace(): each space becomes the replacement, with the space's alignment;
+  //  - prepend(): when the piece does not start with the replacement (a space
+  //    or the replacement itself), the replacement replaces its first code
+  //    point, which is inserted again after it (aligned as its last byte);
+  //  - split(MergedWithNext): a piece starts at each replacement but the first
+  //    byte's (a code point of valid UTF-8, found by its bytes).
   out.clear();
   const std::string_view rep = str_rep_;
+  const std::string_view text = in.text;
+  auto is_rep = [&](size_t i, size_t end) {
+    return text[i] == rep[0] && end - i >= rep.size() && text.compare(i, rep.size(), rep) == 0;
+  };
   for (size_t k = 0; k < in.spans.size(); ++k) {
     const Span& p = in.spans[k];
     if (p.begin == p.end) continue;  // dropped, as pre_tokenize drops it
-    // replace(): each space becomes the replacement, with the space's alignment.
-    w.clear();
-    for (size_t i = p.begin; i < p.end;) {
-      const size_t space = in.text.find(' ', i);
-      const size_t stop = space < p.end ? space : p.end;
-      w.append(in, i, stop);
-      if (stop == p.end) break;
-      w.append(rep, in.src[stop]);
-      i = stop + 1;
-    }
-    const bool starts = w.text.compare(0, rep.size(), rep) == 0;
-    if (!starts && (prepend_ == Prepend::kAlways ||
-                    (prepend_ == Prepend::kFirst && in.shifts[k] == 0))) {
-      // prepend(): the replacement replaces the first code point, which is
-      // inserted again after it (aligned as its last byte).
+    size_t begin = out.text.size();  // the current piece's first byte in out
+    // Ends the current piece (its shift: where its first byte's original starts).
+    auto cut = [&] {
+      if (split_ && out.text.size() > begin) {
+        out.close(begin, input_begin(split, out, begin));
+        begin = out.text.size();
+      }
+    };
+    size_t i = p.begin;
+    const bool starts = text[i] == ' ' || is_rep(i, p.end);
+    if (!starts &&
+        (prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && in.shifts[k] == 0))) {
       size_t first = 0;
-      decode_utf8(w.text, first);
-      pre.clear();
-      pre.append(rep, w.src[0]);
-      pre.append(std::string_view(w.text).substr(0, first), w.src[first - 1]);
-      pre.append(w, first, w.text.size());
-      std::swap(w, pre);
+      decode_utf8(text.substr(i, p.end - i), first);
+      out.append(rep, in.src[i]);
+      out.append(text.substr(i, first), in.src[i + first - 1]);
+      i += first;
     }
-    if (!split_) {  // the piece is not sliced: it keeps its shift
-      const size_t begin = out.text.size();
-      out.append(w, 0, w.text.size());
+    while (i < p.end) {
+      if (text[i] == ' ') {
+        cut();
+        out.append(rep, in.src[i]);
+        ++i;
+      } else if (is_rep(i, p.end)) {
+        cut();
+        out.append(in, i, i + rep.size());
+        i += rep.size();
+      } else {
+        size_t j = i + 1;
+        while (j < p.end && text[j] != ' ' && text[j] != rep[0]) ++j;
+        out.append(in, i, j);
+        i = j;
+      }
+    }
+    if (!split_)  // the piece is not sliced: it keeps its shift
       out.close(begin, in.shifts[k]);
-      continue;
-    }
-    // split(MergedWithNext) at each replacement: a piece starts at each one
-    // (and before the first, when the text does not start with it); as a
-    // code point of valid UTF-8 it is found by its bytes.
-    for (size_t b = 0; b < w.text.size();) {
-      size_t e = w.text.find(rep, b == 0 && !w.text.starts_with(rep) ? 0 : b + rep.size());
-      if (e == std::string::npos) e = w.text.size();
-      const size_t begin = out.text.size();
-      out.append(w, b, e);
-      out.close(begin, input_begin(split, w, b));
-      b = e;
-    }
+    else
+      cut();
   }
 }
 

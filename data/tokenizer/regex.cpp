@@ -63,7 +63,19 @@ constexpr Accelerated kAccelerated[] = {
     {kGpt2Pattern,
      "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?(?:[^\\s\\p{L}\\p{N}]|\\x{180E})+"
      "|[^\\S\\x{180E}]+(?![\\S\\x{180E}])|[^\\S\\x{180E}]+"},
+    // SentencePiece tokenizers' Replace normalizer (XLM-R, T5, ALBERT): runs of spaces.
+    {" {2,}", " {2,}"},
 };
+
+}  // namespace
+
+std::vector<std::string_view> accelerated_patterns() {
+  std::vector<std::string_view> out;
+  for (const Accelerated& a : kAccelerated) out.push_back(a.oniguruma);
+  return out;
+}
+
+namespace {
 
 pcre2_code* compile_pcre2(std::string_view pattern) {
   int error = 0;

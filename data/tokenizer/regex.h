@@ -44,7 +44,8 @@
 // Note [PCRE2 accelerator]: Oniguruma takes about 250 ns per match of
 // GPT-2's pattern, more than all the rest of byte-level BPE. For the
 // patterns in a short table (regex.cpp: kAccelerated; GPT-2's, which the
-// ByteLevel pre-tokenizer and many Split pre-tokenizers use), a Regex also
+// ByteLevel pre-tokenizer and many Split pre-tokenizers use, and the runs of
+// spaces SentencePiece tokenizers' Replace normalizer collapses), a Regex also
 // compiles a PCRE2 spelling (JIT, about 35 ns per match) that matches
 // exactly what Oniguruma matches: both are backtracking engines with
 // leftmost-first alternation and greedy repeats, so the spellings differ
@@ -70,6 +71,9 @@ struct re_pattern_buffer;  // Oniguruma's compiled regex (OnigRegexType)
 struct pcre2_real_code_8;  // PCRE2's compiled pattern (pcre2_code)
 
 namespace kiln::data::tok {
+
+// The patterns with a PCRE2 spelling (Note [PCRE2 accelerator]).
+std::vector<std::string_view> accelerated_patterns();
 
 class Regex {
  public:
