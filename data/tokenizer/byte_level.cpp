@@ -88,48 +88,49 @@ void ByteLevelPreTokenizer::pre_tokenize(PreTokenizedString& s) const {
 void ByteLevelPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
                                                 Pieces& out) const {
   const ByteTable& t = table();
-  thread_local Pieces w;  // scratch (no call below reenters)
-  thread_local std::vector<Match> cut;
+  thread_local Pieces w;                 // scratch for a piece given a prefix space
+  thread_local std::vector<Span> found;  // the regex's matches in one piece
   out.clear();
   for (size_t k = 0; k < in.spans.size(); ++k) {
     const Span& p = in.spans[k];
     if (p.begin == p.end) continue;  // dropped, as pre_tokenize drops it
-    w.clear();
+    // The piece's text and sources: `in`'s own, or (a prefix space) w's.
+    std::string_view wt = in.view(p);
+    const uint32_t* wsrc = in.src.data() + p.begin;
     if (add_prefix_space_ && in.text[p.begin] != ' ') {
       size_t first = p.begin;
       decode_utf8(in.text, first);
+      w.clear();
       w.append(" ", in.src[p.begin]);
       w.append(in.view({p.begin, first}), in.src[first - 1]);
       w.append(in, first, p.end);
-    } else {
-      w.append(in, p.begin, p.end);
+      wt = w.text;
+      wsrc = w.src.data();
     }
-    const std::string_view wt = w.text;
-    if (use_regex_)
-      cut = split_pieces(find_regex_matches(gpt2_regex(), wt), SplitBehavior::kIsolated);
-    else
-      cut.assign(1, Match{{0, wt.size()}, false});
-    for (const Match& q : cut) {
-      if (q.span.begin == q.span.end) continue;
+    // Each piece [b, e) of wt, byte-level encoded into `out`.
+    auto emit = [&](size_t b, size_t e) {
+      if (b == e) return;
       const size_t begin = out.text.size();
       // At most two bytes per input byte, written in place.
-      out.text.resize(begin + 2 * (q.span.end - q.span.begin));
+      out.text.resize(begin + 2 * (e - b));
       out.src.resize(out.text.size());
       char* text = out.text.data();
       uint32_t* src = out.src.data();
       size_t at = begin;
-      for (size_t i = q.span.begin; i < q.span.end;) {
-        const size_t b = i;
+      for (size_t i = b; i < e;) {
+        const size_t cb = i;
         if (static_cast<unsigned char>(wt[i]) < 0x80)
           ++i;
         else
           decode_utf8(wt, i);
-        i = std::min(i, q.span.end);
-        for (size_t j = b; j < i; ++j) {
-          const ByteTable::Utf8& e = t.utf8[static_cast<uint8_t>(wt[j])];
-          const uint32_t source = j == b ? w.src[b] : w.src[i - 1];
-          for (uint8_t k = 0; k < e.size; ++k) {
-            text[at] = e.bytes[k];
+        i = std::min(i, e);
+        for (size_t j = cb; j < i; ++j) {
+          const ByteTable::Utf8& u = t.utf8[static_cast<uint8_t>(wt[j])];
+          const uint32_t source = j == cb ? wsrc[cb] : wsrc[i - 1];
+          text[at] = u.bytes[0];
+          src[at++] = source;
+          if (u.size == 2) {
+            text[at] = u.bytes[1];
             src[at++] = source;
           }
         }
@@ -137,8 +138,22 @@ void ByteLevelPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, c
       out.text.resize(at);
       out.src.resize(at);
       // (without the regex the piece is not sliced: it keeps its shift)
-      out.close(begin, use_regex_ ? input_begin(split, w, q.span.begin) : in.shifts[k]);
+      out.close(begin, use_regex_ ? split.original_shift() + split.alignments()[wsrc[b]].begin
+                                  : in.shifts[k]);
+    };
+    if (!use_regex_) {
+      emit(0, wt.size());
+      continue;
     }
+    // split(Isolated): each match a piece, and each stretch between matches.
+    gpt2_regex().find_all(wt, found);
+    size_t at = 0;
+    for (const Span& m : found) {
+      emit(at, m.begin);
+      emit(m.begin, m.end);
+      at = m.end;
+    }
+    emit(at, wt.size());
   }
 }
 

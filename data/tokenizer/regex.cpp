@@ -175,8 +175,14 @@ Regex& Regex::operator=(Regex&&) noexcept = default;
 
 std::vector<Span> Regex::find_all(std::string_view s) const {
   std::vector<Span> out;
+  find_all(s, out);
+  return out;
+}
+
+void Regex::find_all(std::string_view s, std::vector<Span>& out) const {
+  out.clear();
   if (fast_ && is_valid_utf8(s)) {
-    if (find_all_fast(s, out)) return out;
+    if (find_all_fast(s, out)) return;
     out.clear();  // PCRE2 failed (its match limit): Oniguruma decides
   }
   Search st;
@@ -216,7 +222,6 @@ std::vector<Span> Regex::find_all(std::string_view s) const {
   };
 
   find_iter(s, search, out);
-  return out;
 }
 
 Matches find_regex_matches(const Regex& re, std::string_view s) {

@@ -98,6 +98,8 @@ class Regex {
   // onig crate's find_iter; kiln::Error when Oniguruma fails (the retry
   // limit, Note [Regex budget]).
   std::vector<Span> find_all(std::string_view s) const;
+  // The same into `out` (cleared first), for callers that reuse one vector.
+  void find_all(std::string_view s, std::vector<Span>& out) const;
 
  private:
   struct Free {
