@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -491,6 +492,49 @@ std::string xlmr_charsmap_b64() {
     if (n["type"] == "Precompiled") return n["precompiled_charsmap"].get<std::string>();
   ADD_FAILURE() << "no Precompiled normalizer in the XLM-R tokenizer.json";
   return "";
+}
+
+// Note [Per-character normalization]: BertNormalizer's one-map paths give
+// what its six steps give. A character that only the steps handle (NUL,
+// removed by clean_text; a CJK ideograph, padded; U+0F73, which decomposes
+// to marks; U+0130, lowercased to two) sends a text down the steps; its own
+// output comes last, so the rest must equal the text's alone, alignments too.
+TEST(TokNormalizers, BertNormalizerPerCharacterPathEqualsItsSteps) {
+  const std::vector<std::string> texts = {
+      "Hello, World!\tTabs\nand\rreturns", "plain ascii text 123", "UPPER lower MiXeD",
+      "caf\u00e9 na\u00efve \u00c5ngstr\u00f6m \u2013 \u2014 \u00b0C \u00a3",
+      "e\u0301\u0323 o\u0308\u0304 \u1e69",  // marks to reorder and drop
+      "\u00e9\u0323", "\u0301\u0301", "\u03a9\u03a3\u03c3 \u0414\u0416",
+      "\u0f71\u0f72x", "\u2126 \u212b \u01c5 \u1e9e", "\u00a0\u2003\u3000 spaces",
+      "\U0001f600 \u200b\u200d\ufeff", ""};
+  const std::vector<std::optional<bool>> strips = {std::nullopt, true, false};
+  size_t compared = 0;
+  for (const bool clean : {true, false})
+    for (const bool chinese : {true, false})
+      for (const std::optional<bool> strip : strips)
+        for (const bool lower : {true, false}) {
+          const BertNormalizer b(clean, chinese, strip, lower);
+          std::string force;
+          if (clean) force = std::string(1, '\0');
+          else if (chinese) force = "\u4e2d";
+          else if (strip.value_or(lower)) force = "\u0f73";
+          else if (lower) force = "\u0130";
+          if (force.empty()) continue;  // every step off but NFD-less ones: nothing to compare
+          for (const std::string& t : texts) {
+            NormalizedString fast(t), steps(t + force);
+            b.normalize(fast);
+            b.normalize(steps);
+            SCOPED_TRACE(quoted(t) + " clean=" + std::to_string(clean) + " chinese=" +
+                         std::to_string(chinese) + " lower=" + std::to_string(lower));
+            ASSERT_GE(steps.size(), fast.size());
+            EXPECT_EQ(steps.get().substr(0, fast.size()), fast.get());
+            EXPECT_EQ(std::vector<Span>(steps.alignments().begin(),
+                                        steps.alignments().begin() + fast.size()),
+                      fast.alignments());
+            ++compared;
+          }
+        }
+  EXPECT_GT(compared, 100u);
 }
 
 TEST(TokNormalizers, PrecompiledOnTheRealXlmrCharsmap) {

@@ -349,6 +349,15 @@ void NormalizedString::append(std::string_view s) {
   transform_range({b, normalized_.size()}, dest, 0);
 }
 
+bool NormalizedString::map_ascii(const std::array<int8_t, 128>& table) {
+  for (const char c : normalized_) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x80 || table[b] < 0) return false;
+  }
+  for (char& c : normalized_) c = static_cast<char>(table[static_cast<unsigned char>(c)]);
+  return true;
+}
+
 void NormalizedString::lowercase() {
   std::vector<CharChange> dest;
   dest.reserve(normalized_.size());

@@ -22,6 +22,7 @@
 //    offsets HF's Python API reports.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -118,6 +119,10 @@ class NormalizedString {
   void prepend(std::string_view s);  // no-op on an empty string (HF)
   void append(std::string_view s);
   void lowercase();  // full Unicode lowercase mapping (Rust's char::to_lowercase)
+  // Each byte b of an all-ASCII text becomes table[b], one ASCII byte for
+  // one (the alignments stay); false, and nothing changed, when some byte is
+  // not ASCII or its entry is negative (no such one-for-one change).
+  bool map_ascii(const std::array<int8_t, 128>& table);
   // Replaces every `is_match` piece of `matches` (computed on get()) with `content`.
   void replace(const Matches& matches, std::string_view content);
   // Strips Unicode White_Space (Rust's char::is_whitespace) from the left

@@ -48,7 +48,85 @@ bool is_combining_mark(char32_t c) {
 
 }  // namespace
 
+BertNormalizer::BertNormalizer(bool clean_text, bool handle_chinese_chars,
+                               std::optional<bool> strip_accents, bool lowercase)
+    : clean_text_(clean_text),
+      handle_chinese_chars_(handle_chinese_chars),
+      strip_accents_(strip_accents),
+      lowercase_(lowercase) {
+  for (char32_t c = 0; c < 128; ++c) {
+    const int32_t d = char_map(c);
+    ascii_[c] = d >= 0 && d < 0x80 ? static_cast<int8_t>(d) : int8_t{-1};
+  }
+}
+
+// Note [Per-character normalization]: BertNormalizer's steps (clean_text's
+// filter and map, the padding of Chinese characters, NFD and the removal of
+// marks, lowercase) each change one code point at a time, but for NFD's
+// canonical reordering, which only moves non-starters (combining class > 0)
+// within a run of them. So when every code point c of a text decomposes to
+// a starter first (no run crosses from one to the next) and the steps make
+// one code point of c alone, the text becomes those code points, each with
+// the alignment of its c: one map instead of six passes. char_map(c) is that
+// code point (normalize_steps on c alone), or -1 (removed, padded, split, or
+// starting with a non-starter); a text with any -1 takes the steps. An ASCII
+// text whose characters all stay ASCII is mapped in place (ascii_).
+int32_t BertNormalizer::char_map(char32_t c) const {
+  std::string u;
+  append_utf8(u, c);
+  NormalizedString one(u);
+  normalize_steps(one);
+  size_t i = 0;
+  if (one.empty()) return -1;
+  const char32_t d = decode_utf8(one.get(), i);
+  if (i != one.size()) return -1;
+  for (const Span& a : one.alignments())
+    if (a != Span{0, u.size()}) return -1;
+  if (strip_accents_.value_or(lowercase_)) {
+    NormalizedString n(u);
+    apply_normal_form(n, NormalForm::kNFD);
+    size_t k = 0;
+    if (n.empty() ||
+        utf8proc_get_property(static_cast<utf8proc_int32_t>(decode_utf8(n.get(), k)))
+                ->combining_class != 0)
+      return -1;
+  }
+  return static_cast<int32_t>(d);
+}
+
+const std::vector<int32_t>& BertNormalizer::common_map() const {
+  std::call_once(common_once_, [&] {
+    common_.resize(0x3000 - 0x80);
+    for (char32_t c = 0x80; c < 0x3000; ++c) common_[c - 0x80] = char_map(c);
+  });
+  return common_;
+}
+
 void BertNormalizer::normalize(NormalizedString& s) const {
+  if (s.map_ascii(ascii_)) return;  // Note [Per-character normalization]
+  const std::string& t = s.get();
+  thread_local std::vector<CharChange> dest;
+  dest.clear();
+  for (size_t i = 0; i < t.size();) {
+    const auto b = static_cast<unsigned char>(t[i]);
+    int32_t d;
+    if (b < 0x80) {
+      d = ascii_[b] >= 0 ? ascii_[b] : char_map(b);
+      ++i;
+    } else {
+      const char32_t c = decode_utf8(t, i);
+      d = c < 0x3000 ? common_map()[c - 0x80] : char_map(c);
+    }
+    if (d < 0) {
+      normalize_steps(s);
+      return;
+    }
+    dest.push_back({static_cast<char32_t>(d), 0});
+  }
+  s.transform(dest, 0);
+}
+
+void BertNormalizer::normalize_steps(NormalizedString& s) const {
   if (clean_text_) {
     s.filter([](char32_t c) { return !(c == 0 || c == 0xFFFD || is_bert_control(c)); });
     s.map([](char32_t c) {

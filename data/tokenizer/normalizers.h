@@ -32,7 +32,9 @@
 // limit makes deeper files unreadable for HF too).
 #pragma once
 
+#include <array>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,17 +51,22 @@ inline constexpr size_t kMaxNormalizerDepth = 64;
 class BertNormalizer : public Normalizer {
  public:
   BertNormalizer(bool clean_text, bool handle_chinese_chars, std::optional<bool> strip_accents,
-                 bool lowercase)
-      : clean_text_(clean_text),
-        handle_chinese_chars_(handle_chinese_chars),
-        strip_accents_(strip_accents),
-        lowercase_(lowercase) {}
+                 bool lowercase);
   void normalize(NormalizedString& s) const override;
 
  private:
+  // Each step in turn, over the whole text.
+  void normalize_steps(NormalizedString& s) const;
+  // The code point `c` becomes in any text, or -1 (Note [Per-character normalization]).
+  int32_t char_map(char32_t c) const;
+  // char_map of U+0080..U+2FFF, made on first use.
+  const std::vector<int32_t>& common_map() const;
   bool clean_text_, handle_chinese_chars_;
   std::optional<bool> strip_accents_;
   bool lowercase_;
+  std::array<int8_t, 128> ascii_{};  // char_map of ASCII, -1 where not ASCII
+  mutable std::once_flag common_once_;
+  mutable std::vector<int32_t> common_;
 };
 
 class UnicodeNormalizer : public Normalizer {

@@ -4,6 +4,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <array>
 
 #include "core/error.h"
 
@@ -250,9 +251,49 @@ auto chars_where(Pred pred) {
 
 void BertPreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
                                            Pieces& out) const {
-  Pieces words;
-  split_each(split, in, words, chars_where(is_rust_whitespace), SplitBehavior::kRemoved);
-  split_each(split, words, out, chars_where(is_hf_punctuation), SplitBehavior::kIsolated);
+  // pre_tokenize's two steps in one pass: whitespace removed, each
+  // punctuation character its own piece, each run of other characters one.
+  // (ASCII characters are classified by a table of the same predicates.)
+  enum Kind : uint8_t { kWord, kSpace, kPunct };
+  static const std::array<uint8_t, 128> ascii = [] {
+    std::array<uint8_t, 128> t{};
+    for (char32_t c = 0; c < 128; ++c)
+      t[c] = is_rust_whitespace(c) ? kSpace : is_hf_punctuation(c) ? kPunct : kWord;
+    return t;
+  }();
+  out.clear();
+  const std::string_view text = in.text;
+  for (const Span& p : in.spans) {
+    size_t word = p.begin;  // where the current run of word characters began
+    auto close = [&](size_t end) {
+      if (word < end) {
+        const size_t begin = out.text.size();
+        out.append(in, word, end);
+        out.close(begin, input_begin(split, in, word));
+      }
+    };
+    for (size_t i = p.begin; i < p.end;) {
+      const size_t at = i;
+      const auto b = static_cast<unsigned char>(text[i]);
+      Kind kind;
+      if (b < 0x80) {
+        kind = static_cast<Kind>(ascii[b]);
+        ++i;
+      } else {
+        const char32_t c = decode_utf8(text.substr(0, p.end), i);
+        kind = is_rust_whitespace(c) ? kSpace : is_hf_punctuation(c) ? kPunct : kWord;
+      }
+      if (kind == kWord) continue;
+      close(at);
+      word = i;
+      if (kind == kPunct) {
+        const size_t begin = out.text.size();
+        out.append(in, at, i);
+        out.close(begin, input_begin(split, in, at));
+      }
+    }
+    close(p.end);
+  }
 }
 
 void MetaspacePreTokenizer::pre_tokenize_pieces(const NormalizedString& split, const Pieces& in,
