@@ -277,8 +277,8 @@ void Unigram::tokenize(std::string_view sequence, std::vector<Token>& out) const
     const std::string_view text = sequence.substr(t.offsets.begin, t.offsets.end - t.offsets.begin);
     const bool vocab_value = t.value != text;
     if (vocab_value && t.value != pieces_[static_cast<size_t>(t.id)]) return;
-    cached.push_back({t.id, static_cast<uint32_t>(t.offsets.begin),
-                      static_cast<uint32_t>(t.offsets.end), vocab_value});
+    cached.push_back({t.id, static_cast<uint8_t>(t.offsets.begin),
+                      static_cast<uint8_t>(t.offsets.end), vocab_value});
   }
   cache_->insert(me.cache_local, sequence, cached.data(), cached.size());
 }

@@ -104,11 +104,13 @@ class Unigram final : public Model {
 
   // A cached token (Note [Word cache]): its id and span; its value is the
   // span's text, or (vocab_value) the piece of its id (byte fallback).
+  // (Cached words are under 256 bytes: a span fits two bytes, a token 8.)
   struct CachedToken {
     int32_t id;
-    uint32_t begin, end;
+    uint8_t begin, end;
     bool vocab_value;
   };
+  static_assert(WordCache<CachedToken>::kMaxWordBytes <= 256 && sizeof(CachedToken) == 8);
 
   std::vector<std::string> pieces_;  // by id
   std::vector<double> scores_;       // by id

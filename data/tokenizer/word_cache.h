@@ -11,8 +11,10 @@
 // starts; a word found only in the previous generation is copied into the
 // current one. So recently used words survive, and memory is bounded: a
 // generation also ends at 16 * capacity key bytes or 4 * capacity items,
-// so a slot holds at most about 2 * (16 + 4 * sizeof(Item) + 8) * capacity
-// bytes, the cache at most kSlots times that. In front of the slots each
+// so a slot holds at most about 2 * (16 + 4 * sizeof(Item) + 8 + 32) *
+// capacity bytes (keys, items, padding, hash slots), the cache at most
+// kSlots times that. A generation keeps each word's bytes and items side by
+// side in one record, named by its hash slot: a lookup reads two places. In front of the slots each
 // thread keeps a small direct-mapped table of recent short words (Local:
 // no lock, no probing; about 150-210 KB a thread for each Item type), which
 // holds copies of what the slots hold. A cache only returns what the model
@@ -27,7 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
-#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -79,7 +81,8 @@ class WordCache {
 
   // Copies the items of `word` into `out`; false when absent.
   bool find(Local& local, std::string_view word, std::vector<Item>& out) {
-    typename Local::Entry* e = local_entry(local, word);
+    const uint64_t h = StringIdMap::hash(word);
+    typename Local::Entry* e = local_entry(local, word, h);
     if (e && e->owner == id_ && e->length == word.size() &&
         std::memcmp(e->word, word.data(), word.size()) == 0) {
       out.assign(e->items, e->items + e->count);
@@ -88,14 +91,9 @@ class WordCache {
     {
       Slot& s = slots_[local.thread_ % kSlots];
       std::lock_guard<std::mutex> lock(s.mu);
-      auto [p, n] = s.current.find(word);
-      if (!p) {
-        std::tie(p, n) = s.previous.find(word);
-        if (!p) return false;
-        out.assign(p, p + n);
-        add(s, word, out.data(), n);  // may free `previous`: copied first
-      } else {
-        out.assign(p, p + n);
+      if (!s.current.find(word, h, out)) {
+        if (!s.previous.find(word, h, out)) return false;
+        add(s, word, h, out.data(), out.size());  // may free `previous`: copied first
       }
     }
     remember(e, word, out.data(), out.size());
@@ -103,20 +101,20 @@ class WordCache {
   }
 
   void insert(Local& local, std::string_view word, const Item* items, size_t n) {
+    const uint64_t h = StringIdMap::hash(word);
     {
       Slot& s = slots_[local.thread_ % kSlots];
       std::lock_guard<std::mutex> lock(s.mu);
-      if (s.current.index.find(word) < 0) add(s, word, items, n);
+      if (!s.current.contains(word, h)) add(s, word, h, items, n);
     }
-    remember(local_entry(local, word), word, items, n);
+    remember(local_entry(local, word, h), word, items, n);
   }
 
  private:
   // The table entry `word` maps to (its hash set), or nullptr for a long word.
-  typename Local::Entry* local_entry(Local& local, std::string_view word) const {
+  typename Local::Entry* local_entry(Local& local, std::string_view word, uint64_t h) const {
     if (word.size() > kLocalWordBytes) return nullptr;
     if (!local.table_) local.table_.reset(new typename Local::Entry[kLocalEntries]);
-    const uint64_t h = StringIdMap::hash(word);
     typename Local::Entry* e = &local.table_[h & (kLocalEntries - 1)];
     if (e->hash != h) e->owner = 0;  // another word's: a miss
     e->hash = h;
@@ -138,24 +136,76 @@ class WordCache {
     return next.fetch_add(1, std::memory_order_relaxed);
   }
 
+  static_assert(std::is_trivially_copyable_v<Item>);
+  // One generation: open addressing with linear probing (at most half the
+  // slots used); a slot names its word's record in `records`, the word's
+  // bytes and then (aligned) its items.
   struct Generation {
-    StringIdMap index;                // word -> entry
-    std::vector<Item> items;          // all entries back to back
-    std::vector<uint32_t> starts{0};  // entry k is items[starts[k], starts[k + 1])
-    size_t key_bytes = 0;
-    size_t size() const { return starts.size() - 1; }
-    // The items of `word`, or {nullptr, 0}.
-    std::pair<const Item*, size_t> find(std::string_view word) const {
-      const int32_t k = index.find(word);
-      if (k < 0) return {nullptr, 0};
-      const uint32_t b = starts[static_cast<size_t>(k)], e = starts[static_cast<size_t>(k) + 1];
-      return {items.data() + b, e - b};
+    static constexpr uint32_t kEmpty = UINT32_MAX;
+    struct HashSlot {
+      uint64_t hash = 0;
+      uint32_t record = kEmpty;  // offset in records
+      uint16_t length = 0;       // the word's bytes (< kMaxWordBytes)
+      uint16_t count = 0;        // its items (capped below)
+    };
+    std::vector<HashSlot> table;
+    std::vector<unsigned char> records;
+    size_t words = 0, key_bytes = 0, item_count = 0;
+    size_t size() const { return words; }
+
+    static size_t items_at(size_t record, size_t length) {
+      const size_t a = alignof(Item);
+      return (record + length + a - 1) / a * a;
     }
-    void add(std::string_view word, const Item* p, size_t n) {
+    // The slot of `word` (hash h), or the empty one where it would go.
+    size_t slot_of(std::string_view word, uint64_t h) const {
+      const size_t mask = table.size() - 1;
+      for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const HashSlot& t = table[i];
+        if (t.record == kEmpty ||
+            (t.hash == h && t.length == word.size() &&
+             std::memcmp(records.data() + t.record, word.data(), word.size()) == 0))
+          return i;
+      }
+    }
+    bool contains(std::string_view word, uint64_t h) const {
+      return !table.empty() && table[slot_of(word, h)].record != kEmpty;
+    }
+    // Copies the items of `word` into `out`; false when absent.
+    bool find(std::string_view word, uint64_t h, std::vector<Item>& out) const {
+      if (table.empty()) return false;
+      const HashSlot* t = &table[slot_of(word, h)];
+      if (t->record == kEmpty) return false;
+      out.resize(t->count);
+      if (t->count)
+        std::memcpy(out.data(), records.data() + items_at(t->record, t->length),
+                    t->count * sizeof(Item));
+      return true;
+    }
+    // (Absent words only.)
+    void add(std::string_view word, uint64_t h, const Item* p, size_t n) {
+      if (2 * (words + 1) > table.size()) grow();
+      const size_t record = records.size();
+      const size_t at = items_at(record, word.size());
+      records.resize(at + n * sizeof(Item));
+      std::memcpy(records.data() + record, word.data(), word.size());
+      if (n) std::memcpy(records.data() + at, p, n * sizeof(Item));
+      table[slot_of(word, h)] = {h, static_cast<uint32_t>(record), static_cast<uint16_t>(word.size()),
+           static_cast<uint16_t>(n)};
+      ++words;
       key_bytes += word.size();
-      index.insert(word, static_cast<int32_t>(size()));
-      items.insert(items.end(), p, p + n);
-      starts.push_back(static_cast<uint32_t>(items.size()));
+      item_count += n;
+    }
+    void grow() {
+      std::vector<HashSlot> old = std::move(table);
+      table.assign(old.empty() ? 64 : 2 * old.size(), HashSlot{});
+      const size_t mask = table.size() - 1;
+      for (const HashSlot& t : old) {
+        if (t.record == kEmpty) continue;
+        size_t i = t.hash & mask;
+        while (table[i].record != kEmpty) i = (i + 1) & mask;
+        table[i] = t;
+      }
     }
   };
   struct alignas(64) Slot {
@@ -163,14 +213,15 @@ class WordCache {
     Generation current, previous;
   };
 
-  void add(Slot& s, std::string_view word, const Item* p, size_t n) {
+  void add(Slot& s, std::string_view word, uint64_t h, const Item* p, size_t n) {
+    if (n > UINT16_MAX) return;  // (not kept: a record counts its items in 16 bits)
     // Full: `capacity` words, or (long words) 16 key bytes or 4 items a word.
     if (s.current.size() >= capacity_ || s.current.key_bytes + word.size() > 16 * capacity_ ||
-        s.current.items.size() + n > 4 * capacity_) {
+        s.current.item_count + n > 4 * capacity_) {
       s.previous = std::move(s.current);
       s.current = Generation();
     }
-    s.current.add(word, p, n);
+    s.current.add(word, h, p, n);
   }
 
   size_t capacity_;
