@@ -25,37 +25,8 @@ namespace {
 // One code point of `s` at i, advancing i; false (i unchanged) when the bytes
 // at i are not well-formed UTF-8.
 bool next_code_point(std::string_view s, size_t& i, char32_t& c) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) {
-    c = b0;
-    ++i;
-    return true;
-  }
-  size_t need = 0;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    need = 1;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    need = 2;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    need = 3;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return false;
-  }
-  if (i + need >= s.size()) return false;
-  char32_t v = b0 & (0x3F >> need);
-  for (size_t k = 1; k <= need; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-    if (b < l || b > h) return false;
-    v = (v << 6) | (b & 0x3F);
-  }
-  c = v;
-  i += need + 1;
+  if (utf8_step(s, i) <= 0) return false;
+  c = decode_utf8(s, i);
   return true;
 }
 

@@ -59,46 +59,43 @@ std::vector<char32_t> to_code_points(std::string_view s) {
 
 // Well-formed sequences per Unicode Table 3-7; each maximal ill-formed
 // subsequence (a valid prefix cut short, or a lone byte) becomes one U+FFFD.
+int utf8_step(std::string_view s, size_t i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) return 1;
+  size_t need = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    need = 1;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    need = 2;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    need = 3;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    return -1;
+  }
+  size_t k = 1;
+  for (; k <= need && i + k < s.size(); ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
+    if (b < l || b > h) break;
+  }
+  return k == need + 1 ? static_cast<int>(k) : -static_cast<int>(k);
+}
+
 std::string to_valid_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    if (b0 < 0x80) {
-      out += static_cast<char>(b0);
-      ++i;
-      continue;
-    }
-    size_t need = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-      need = 1;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-      need = 2;
-      if (b0 == 0xE0) lo = 0xA0;
-      if (b0 == 0xED) hi = 0x9F;
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-      need = 3;
-      if (b0 == 0xF0) lo = 0x90;
-      if (b0 == 0xF4) hi = 0x8F;
-    } else {
+  for (size_t i = 0; i < s.size();) {
+    const int n = utf8_step(s, i);
+    if (n > 0)
+      out.append(s.substr(i, static_cast<size_t>(n)));
+    else
       out += "\xEF\xBF\xBD";
-      ++i;
-      continue;
-    }
-    size_t k = 1;
-    for (; k <= need && i + k < s.size(); ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-      if (b < l || b > h) break;
-    }
-    if (k == need + 1) {
-      out.append(s.substr(i, need + 1));
-    } else {
-      out += "\xEF\xBF\xBD";
-    }
-    i += k;
+    i += static_cast<size_t>(n > 0 ? n : -n);
   }
   return out;
 }

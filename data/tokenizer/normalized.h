@@ -191,6 +191,10 @@ class PreTokenizedString {
 char32_t decode_utf8(std::string_view s, size_t& i);
 void append_utf8(std::string& out, char32_t c);
 size_t utf8_length(char32_t c);
+// At s[i] (i < s.size()): the byte length of a well-formed code point
+// (Unicode Table 3-7), or minus that of the maximal ill-formed subsequence
+// there (at least 1 byte).
+int utf8_step(std::string_view s, size_t i);
 // Each maximal ill-formed subsequence becomes U+FFFD (as Rust's
 // String::from_utf8_lossy and Python's bytes.decode("utf-8", "replace")).
 std::string to_valid_utf8(std::string_view s);
