@@ -14,10 +14,10 @@
 // so a slot holds at most about 2 * (16 + 4 * sizeof(Item) + 8 + 32) *
 // capacity bytes (keys, items, padding, hash slots), the cache at most
 // kSlots times that. A generation keeps each word's bytes and items side by
-// side in one record, named by its hash slot: a lookup reads two places. In front of the slots each
-// thread keeps a small direct-mapped table of recent short words (Local:
-// no lock, no probing; about 150-210 KB a thread for each Item type), which
-// holds copies of what the slots hold. A cache only returns what the model
+// side in one record, named by its hash slot: a lookup reads two places.
+// In front of the slots each thread keeps a small direct-mapped table of
+// recent short words (Local: no lock, no probing; about 150 KB a thread for
+// each Item type), which holds copies of what the slots hold. A cache only returns what the model
 // computed for the same string: results never depend on it.
 #pragma once
 
