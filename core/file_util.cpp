@@ -117,8 +117,9 @@ void write_file_atomic(const std::string& path, const std::vector<std::span<cons
     fail(path, ": rename from ", tmp, " failed: ", std::strerror(err));
   }
   // Persist the rename itself; best effort (some filesystems refuse fsync on directories).
+  // (Not `dir = "."` on an empty string: GCC 12 warns, falsely, on that assignment here.)
   std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  if (dir.empty()) dir.push_back('.');
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     (void)fsync(dfd);

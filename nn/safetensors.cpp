@@ -67,7 +67,13 @@ std::string format_dims(const std::vector<int64_t>& dims) {
 }
 
 std::string format_offsets(uint64_t begin, uint64_t end) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+  // (Appended piece by piece: GCC 12 warns, falsely, on `"[" + std::string&&` here.)
+  std::string out = "[";
+  out += std::to_string(begin);
+  out += ", ";
+  out += std::to_string(end);
+  out += ']';
+  return out;
 }
 
 // Byte offset of the first invalid UTF-8 sequence, or -1 when valid.
