@@ -6,11 +6,11 @@
 // its tokens to disk. So the output depends only on the inputs and on
 // shard_tokens / max_sentences_per_document.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "core/error.h"
 #include "core/file_util.h"
@@ -107,15 +107,23 @@ class ShardWriter {
   std::vector<uint64_t> document_starts_{0};
 };
 
-// Shard files of an earlier run that the new index does not name.
+// Shard files of an earlier run that the new index does not name: names
+// "shard-<digits>.bin" (or ".bin.tmp") other than shards 0 .. num_shards - 1.
 void remove_stale_shards(const fs::path& dir, size_t num_shards) {
-  static const std::regex pattern(R"(shard-(\d+)\.bin(\.tmp)?)");
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    std::smatch m;
-    if (!std::regex_match(name, m, pattern)) continue;
-    if (m[2].matched || name != cf::shard_file_name(std::stoull(m[1].str())) || std::stoull(m[1].str()) >= num_shards)
+    std::string_view rest = name;
+    if (!rest.starts_with("shard-")) continue;
+    rest.remove_prefix(6);
+    const size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
+    const std::string_view suffix = rest.substr(digits);
+    if (digits == 0 || (suffix != ".bin" && suffix != ".bin.tmp")) continue;
+    uint64_t index = 0;
+    const auto [end, err] = std::from_chars(rest.data(), rest.data() + digits, index);
+    // Stale: a temporary, a number past the new shards (or past 64 bits), a non-canonical name.
+    if (suffix != ".bin" || err != std::errc() || index >= num_shards ||
+        name != cf::shard_file_name(static_cast<size_t>(index)))
       fs::remove(entry.path(), ec);
   }
 }

@@ -194,9 +194,18 @@ TEST(Corpus, ReplacingACorpusRemovesStaleShards) {
   const size_t shards_before = prepare_corpus({input}, bert(), dir.path().string(), many).shards;
   ASSERT_GT(shards_before, 2u);
   const std::string small = dir.write("small.txt", "just one line\n");
+  // Stale too: a temporary, a non-canonical number, one past 64 bits; kept: other names.
+  for (const char* stale : {"shard-00002.bin.tmp", "shard-7.bin", "shard-99999999999999999999999.bin"})
+    dir.write(stale, "x");
+  for (const char* kept : {"shard-x.bin", "shard-.bin", "shard-00001.bin.bak", "notes.txt"})
+    dir.write(kept, "x");
   const PrepareStats stats = prepare_corpus({small}, bert(), dir.file("."), {});
   EXPECT_EQ(stats.shards, 1u);
   EXPECT_FALSE(fs::exists(dir.file("shard-00001.bin")));
+  for (const char* stale : {"shard-00002.bin.tmp", "shard-7.bin", "shard-99999999999999999999999.bin"})
+    EXPECT_FALSE(fs::exists(dir.file(stale))) << stale;
+  for (const char* kept : {"shard-x.bin", "shard-.bin", "shard-00001.bin.bak", "notes.txt"})
+    EXPECT_TRUE(fs::exists(dir.file(kept))) << kept;
   EXPECT_FALSE(fs::exists(dir.file("index.json.tmp")));
   const auto c = TokenCorpus::open(dir.path().string());
   EXPECT_EQ(c->num_documents(), 1u);
