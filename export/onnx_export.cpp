@@ -194,8 +194,8 @@ std::string OnnxWriter::value_name(int id) {
   switch (v.kind) {
     case ValueKind::Input: name = v.name; break;
     case ValueKind::Parameter: name = add_initializer(v.name, v.data); break;
-    case ValueKind::Constant: name = add_initializer("const_" + std::to_string(id), v.data); break;
-    case ValueKind::Computed: name = "v" + std::to_string(id); break;
+    case ValueKind::Constant: name = add_initializer(kiln::detail::str_cat("const_", id), v.data); break;
+    case ValueKind::Computed: name = kiln::detail::str_cat("v", id); break;
   }
   names_[id] = name;
   return name;
@@ -219,8 +219,8 @@ std::string OnnxWriter::axis_tensor(size_t k) {
 }
 
 std::string OnnxWriter::dim_tensor(const DimExpr& e) {
-  std::string key = "dim:" + std::to_string(e.c) + ":" + std::to_string(e.d);
-  for (int x : e.exps) key += ":" + std::to_string(x);
+  std::string key = kiln::detail::str_cat("dim:", e.c, ":", e.d);
+  for (int x : e.exps) key += kiln::detail::str_cat(":", x);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   auto binary = [&](const char* op, const std::string& a, const std::string& b) {
     onnx::NodeProto* n = add_node();
@@ -272,9 +272,9 @@ namespace {
 std::string dim_param(const DimExpr& e, const std::vector<std::string>& axes) {
   std::string s;
   for (size_t k = 0; k < e.exps.size(); ++k)
-    for (int p = 0; p < e.exps[k]; ++p) s += (s.empty() ? "" : "*") + axes[k];
-  if (e.c != 1) s = std::to_string(e.c) + "*" + s;
-  if (e.d != 0) s += (e.d > 0 ? "+" : "") + std::to_string(e.d);
+    for (int p = 0; p < e.exps[k]; ++p) s += kiln::detail::str_cat(s.empty() ? "" : "*", axes[k]);
+  if (e.c != 1) s = kiln::detail::str_cat(e.c, "*", s);
+  if (e.d != 0) s += kiln::detail::str_cat(e.d > 0 ? "+" : "", e.d);
   return s;
 }
 }  // namespace

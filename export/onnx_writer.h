@@ -9,6 +9,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "core/error.h"
 #include "export/tracer.h"
 
 namespace kiln::onnx_export {
@@ -95,7 +96,7 @@ class OnnxWriter {
   const TracedModel& model() const { return m_; }
   int opset() const { return opset_; }
   std::string value_name(int id);      // writes the initializer of a parameter or constant on first use
-  std::string fresh() { return "t" + std::to_string(next_tmp_++); }
+  std::string fresh() { return kiln::detail::str_cat("t", next_tmp_++); }
   onnx::NodeProto* add_node() { return graph_->add_node(); }
   std::string add_initializer(const std::string& name, const Tensor& data);
   std::string dim_tensor(const DimExpr& e);  // 1-element 1-D int64

@@ -34,7 +34,7 @@ using kiln::testing::quoted;
 std::string data_dir() { return env_or("KILN_DATA", KILN_DEFAULT_DATA); }
 std::string python() { return env_or("KILN_PYTHON", KILN_DEFAULT_PYTHON); }
 std::string ref(const std::string& script) {
-  return std::string(KILN_SOURCE_DIR) + "/tests/reference/" + script;
+  return kiln::detail::str_cat(KILN_SOURCE_DIR, "/tests/reference/", script);
 }
 
 fs::path work_dir() {

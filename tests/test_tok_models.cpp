@@ -48,8 +48,7 @@ std::vector<Token> run(const Model& m, std::string_view s) {
 std::string render(const std::vector<Token>& tokens) {
   std::string s;
   for (const Token& t : tokens)
-    s += "[" + std::to_string(t.id) + " " + Json(t.value).dump() + " " +
-         std::to_string(t.offsets.begin) + "-" + std::to_string(t.offsets.end) + "]";
+    s += kiln::detail::str_cat("[", t.id, " ", Json(t.value).dump(), " ", t.offsets.begin, "-", t.offsets.end, "]");
   return s;
 }
 
@@ -496,8 +495,8 @@ std::string render_golden(const Json& tokens) {
   if (tokens.is_null()) return "(error)";
   std::string s;
   for (const Json& t : tokens)
-    s += "[" + std::to_string(t[0].get<int64_t>()) + " " + t[1].dump() + " " +
-         std::to_string(t[2].get<size_t>()) + "-" + std::to_string(t[3].get<size_t>()) + "]";
+    s += kiln::detail::str_cat("[", t[0].get<int64_t>(), " ", t[1].dump(), " ", t[2].get<size_t>(), "-",
+                                 t[3].get<size_t>(), "]");
   return s;
 }
 
@@ -637,7 +636,7 @@ TEST(TokModels, WordCachesOfModelsInOneThreadStayApart) {
 TEST(TokModels, WordCacheReturnsWhatWasInsertedThroughGenerations) {
   using Cache = WordCache<uint64_t>;
   const auto word = [](size_t i) {
-    std::string w = "w" + std::to_string(i);
+    std::string w = kiln::detail::str_cat("w", i);
     if (i % 7 == 0) w += std::string(40 + i % 200, 'x');  // past the per-thread table
     return w.substr(0, Cache::kMaxWordBytes - 1);
   };

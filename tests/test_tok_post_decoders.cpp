@@ -54,7 +54,7 @@ std::string show(const std::vector<T>& v) {
     if constexpr (std::is_same_v<T, std::string>)
       s += Json(v[i]).dump();
     else if constexpr (std::is_same_v<T, Span>)
-      s += "(" + std::to_string(v[i].begin) + ", " + std::to_string(v[i].end) + ")";
+      s += kiln::detail::str_cat("(", v[i].begin, ", ", v[i].end, ")");
     else
       s += std::to_string(v[i]);
   }

@@ -275,14 +275,13 @@ std::string golden_dir() {
 }
 
 std::string reference_script() {
-  return quoted(std::string(KILN_SOURCE_DIR) + "/tests/reference/tok_unigram_reference.py");
+  return quoted(kiln::detail::str_cat(KILN_SOURCE_DIR, "/tests/reference/tok_unigram_reference.py"));
 }
 
 std::string render(const std::vector<Token>& tokens) {
   std::string s;
   for (const Token& t : tokens)
-    s += "[" + std::to_string(t.id) + " " + Json(t.value).dump() + " " +
-         std::to_string(t.offsets.begin) + "-" + std::to_string(t.offsets.end) + "]";
+    s += kiln::detail::str_cat("[", t.id, " ", Json(t.value).dump(), " ", t.offsets.begin, "-", t.offsets.end, "]");
   return s;
 }
 
@@ -290,8 +289,8 @@ std::string render(const Json& tokens) {
   if (tokens.is_null()) return "(error)";
   std::string s;
   for (const Json& t : tokens)
-    s += "[" + std::to_string(t[0].get<int>()) + " " + t[1].dump() + " " +
-         std::to_string(t[2].get<size_t>()) + "-" + std::to_string(t[3].get<size_t>()) + "]";
+    s += kiln::detail::str_cat("[", t[0].get<int>(), " ", t[1].dump(), " ", t[2].get<size_t>(), "-",
+                                 t[3].get<size_t>(), "]");
   return s;
 }
 
