@@ -61,7 +61,17 @@ if(KILN_WITH_CUDA AND NOT KILN_CUDA_EMU)
     set(CMAKE_CUDA_ARCHITECTURES 80 90)
   endif()
   enable_language(CUDA)
+  # Debian 12's CMake 3.25.1 FindCUDAToolkit marks CUDA::nvToolsExt
+  # deprecated whenever the project requires CMake >= 3.25, without checking
+  # that the target exists; CUDA 13 ships no libnvToolsExt (NVTX 3 is
+  # header-only), so configuring failed there ("set_property could not find
+  # TARGET CUDA::nvToolsExt"; CMake added the missing `TARGET` check later).
+  # The module reads CMAKE_MINIMUM_REQUIRED_VERSION for that warning alone:
+  # it sees 3.24 during the call.
+  set(_kiln_cmake_minimum ${CMAKE_MINIMUM_REQUIRED_VERSION})
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
   find_package(CUDAToolkit REQUIRED)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION ${_kiln_cmake_minimum})
   # CMake 3.25 does not know nvcc's C++20 flag; nvcc 12+ takes -std=c++20.
   if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
     set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
@@ -109,7 +119,8 @@ if(KILN_WITH_CUDA AND NOT KILN_CUDA_EMU)
   # twins (core/cpu/) within the tolerances tests/cuda_test_util.h states.
   target_compile_options(kiln_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:${KILN_WARNINGS}>
-    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall -Xcompiler=-Wextra>)
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall -Xcompiler=-Wextra>
+    $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${KILN_WERROR}>>:-Xcompiler=-Werror --Werror=all-warnings>)
   message(STATUS "kiln: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES}): libkiln_cuda")
 elseif(NOT KILN_CUDA_EMU)
   message(STATUS "kiln: CUDA backend OFF (built without CUDA)")

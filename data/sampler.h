@@ -74,6 +74,7 @@ class DistributedSampler : public Sampler {
   size_t size() const override { return per_rank_; }
   int64_t rank() const { return rank_; }
   int64_t world_size() const { return world_; }
+  bool drop_last() const { return drop_last_; }
 
  private:
   size_t n_;

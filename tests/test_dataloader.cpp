@@ -90,6 +90,7 @@ TEST(Sampler, DistributedShardsAreDisjointAndCover) {
           for (int64_t r = 0; r < world; ++r) {
             DistributedSampler s(n, r, world, shuffle, 7, drop_last);
             EXPECT_EQ(s.size(), per_rank);
+            EXPECT_EQ(s.drop_last(), drop_last);
             shards.push_back(s.indices(epoch));
             ASSERT_EQ(shards.back().size(), per_rank);
           }

@@ -273,7 +273,9 @@ TEST(TaskMetricsEntities, ErrorsMatchSeqevalErrors) {
   const json ref = run_reference({{"entity", cases}}, "errors");
   for (const json& c : cases) EXPECT_TRUE(ref["entity"][c["id"].get<std::string>()].contains("error")) << c;
 
-  for (const auto& [t, p] : strict_bad) {
+  for (const auto& tp : strict_bad) {
+    const auto& t = tp.first;  // a structured binding would not be capturable by clang 14's lambdas
+    const auto& p = tp.second;
     EntityMetrics m(EntityScheme::kStrictIob2);
     m.add(std::vector<std::string>{"B-PER"}, std::vector<std::string>{"B-PER"});
     EXPECT_KILN_ERROR(m.add(t[0], p[0]), "does not start with B, I or O");
