@@ -7,7 +7,8 @@
 // core/components.h). Public headers include each other as "kiln/...", so an
 // installed header's includes resolve under the kiln/ prefix alone.
 
-// tensors, devices, random numbers
+// version (CHANGELOG.md), tensors, devices, random numbers
+#include "kiln/version.h"
 #include "kiln/core/error.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/device.h"

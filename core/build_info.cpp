@@ -1,4 +1,5 @@
 #include "core/build_info.h"
+#include "kiln/version.h"
 
 // Set for this file by the top CMakeLists.txt (and cmake/KilnCuda.cmake).
 #ifndef KILN_BUILD_VERSION
@@ -18,6 +19,8 @@
 #endif
 
 namespace kiln {
+
+const char* version() { return KILN_BUILD_VERSION; }
 
 std::vector<std::pair<std::string, std::string>> build_info() {
   return {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -196,11 +197,34 @@ LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, con
   return report;
 }
 
+void check_model_dir(const std::string& dir, bool weights, const std::string& label) {
+  const std::string where = label.empty() ? dir : label + " " + dir;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  KILN_CHECK(fs::exists(st), where, ": no such directory");
+  KILN_CHECK(fs::is_directory(st), where, ": not a directory (a model directory holds config.json and "
+             "model.safetensors)");
+  KILN_CHECK(::access(dir.c_str(), R_OK | X_OK) == 0, where, ": cannot read the directory (",
+             std::strerror(errno), ")");
+  const fs::path d(dir);
+  const auto check_file = [&](const char* name, const char* missing) {
+    const fs::file_status f = fs::status(d / name, ec);
+    KILN_CHECK(fs::exists(f), where, ": no ", name, " in it (", missing, ")");
+    check_regular_file((d / name).string(), where + ": its " + name);  // "is not a regular file (a FIFO)"
+    KILN_CHECK(::access((d / name).c_str(), R_OK) == 0, where, ": cannot read its ", name, " (",
+               std::strerror(errno), ")");
+  };
+  check_file("config.json", "a Hugging Face model directory holds config.json and model.safetensors");
+  if (!weights) return;
+  KILN_CHECK(fs::exists(d / "model.safetensors", ec) || !fs::exists(d / "pytorch_model.bin", ec), where,
+             ": no model.safetensors in it, only pytorch_model.bin, which kiln does not read; convert it with "
+             "tools/convert_pytorch_to_safetensors.py ", dir);
+  check_file("model.safetensors", "the model's weights");
+}
+
 BertConfig load_config(const std::string& dir) {
-  const std::string path = dir + "/config.json";
-  KILN_CHECK(fs::is_directory(dir), dir, ": model directory not found");
-  KILN_CHECK(fs::exists(path), path, ": file not found");
-  return BertConfig::from_json_file(path);
+  check_model_dir(dir, false);
+  return BertConfig::from_json_file(dir + "/config.json");
 }
 
 void save_pretrained(const Module& model, const BertConfig& config, const std::string& dir,

@@ -32,7 +32,15 @@ struct LoadReport {
 // Loads weights from a state (file names) into `model`, mapping names as above.
 LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, const std::string& source);
 
-// Reads config.json from a model directory (kiln::Error naming a missing file).
+// That `dir` is a model directory kiln can read: an existing, readable
+// directory holding config.json and, when `weights`, model.safetensors. Else
+// kiln::Error "<label> <dir>: <what is wrong or missing>" (no such directory;
+// a file, not a directory; unreadable; no config.json; only a
+// pytorch_model.bin, with the command that converts it). load_config and
+// from_pretrained check this first; the kiln tool passes label "--model".
+void check_model_dir(const std::string& dir, bool weights = true, const std::string& label = "model directory");
+
+// Reads config.json from a model directory (check_model_dir(dir, false) first).
 BertConfig load_config(const std::string& dir);
 
 // Checks a checkpoint's header against a config before any model is built
@@ -49,6 +57,7 @@ void check_checkpoint_matches_config(const std::string& safetensors_path, const 
 // after check_checkpoint_matches_config (so a mismatch is found before building).
 template <typename M, typename... Args>
 std::shared_ptr<M> from_pretrained(const std::string& dir, LoadReport* report = nullptr, Args&&... args) {
+  check_model_dir(dir, true);
   const BertConfig config = load_config(dir);
   check_checkpoint_matches_config(dir + "/model.safetensors", config, dir + "/config.json");
   auto model = std::make_shared<M>(config, std::forward<Args>(args)...);

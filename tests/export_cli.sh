@@ -54,7 +54,7 @@ expect_error "export over an existing file" "exists; give --overwrite" \
 "$kiln" export --model base --output base.onnx --overwrite >/dev/null 2>&1 || fail "export --overwrite"
 expect_error "bad opset" "--opset 9 is not supported" "$kiln" export --model base --output o9.onnx --opset 9
 expect_error "bad task" "--task" "$kiln" export --model base --output t.onnx --task summarize
-expect_error "missing model" "is not a model directory" "$kiln" export --model nowhere --output m.onnx
+expect_error "missing model" "--model nowhere: no such directory" "$kiln" export --model nowhere --output m.onnx
 expect_error "classifier task on a base model" "no id2label" \
   "$kiln" export --model base --output c.onnx --task sequence-classification
 [[ ! -e o9.onnx && ! -e t.onnx && ! -e m.onnx && ! -e c.onnx ]] || fail "a refused export left a file"

@@ -30,6 +30,7 @@ int run_forward(const ForwardOptions& o) {
       c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.0;
       model = std::make_shared<nn::BertModel>(c, false);
     } else {
+      nn::check_model_dir(o.model, true, "--model");
       model = nn::from_pretrained<nn::BertModel>(o.model);
     }
     model->eval();

@@ -91,6 +91,7 @@ void embed_chunk(const nn::BertModel& model, const data::TextTokenizer& tok, con
 }
 
 int run_embed(const EmbedOptions& o) {
+  nn::check_model_dir(o.model, true, "--model");
   // Note [Choosing a tokenizer]: tokenizer.json, else the older files.
   const std::unique_ptr<data::TextTokenizer> tok = data::open_text_tokenizer(o.model, o.cased);
   auto model = nn::from_pretrained<nn::BertModel>(o.model);

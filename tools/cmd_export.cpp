@@ -28,8 +28,7 @@ struct ExportCommand {
 int run_export(ExportCommand& c) {
   KILN_CHECK(c.opset >= onnx_export::kMinOpset && c.opset <= onnx_export::kMaxOpset, "--opset ", c.opset,
              " is not supported (kiln writes ONNX opsets ", onnx_export::kMinOpset, " to ", onnx_export::kMaxOpset, ")");
-  KILN_CHECK(fs::is_regular_file(c.model + "/config.json"), "--model ", c.model,
-             " is not a model directory (no config.json)");
+  nn::check_model_dir(c.model, true, "--model");
   std::error_code ec;
   KILN_CHECK(c.overwrite || !fs::exists(c.output, ec), "--output ", c.output, " exists; give --overwrite to replace it");
   KILN_CHECK(c.normalize == false || c.task.empty() || c.task == "embed", "--normalize applies to --task embed only");

@@ -103,6 +103,7 @@ std::string predict_sequences(train::ClassificationTask& task, const std::string
 int run_predict(PredictCommand& c) {
   train::TrainingArguments& a = c.args;
   KILN_CHECK(!a.model.empty(), "--model DIR is required (a fine-tuned model)");
+  nn::check_model_dir(a.model, true, "--model");
   KILN_CHECK(!c.input.empty(), "--input FILE is required");
   KILN_CHECK(c.format == "text" || c.format == "jsonl", "--format must be text or jsonl, got '", c.format, "'");
   KILN_CHECK(fs::is_regular_file(c.input), "--input ", c.input, " is not a readable file");

@@ -205,6 +205,7 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
   const bool demo = mode == Mode::Pretrain && a.train_file.empty();
   if (demo) apply_demo_defaults(cmd, a);
   check_device(a.device);
+  if (!a.model.empty()) nn::check_model_dir(a.model, true, "--model");
   KILN_CHECK(!a.output_dir.empty(), "--output-dir is required");
   if (!a.profile_steps.empty()) train::parse_profile_steps(a.profile_steps);  // before any data is read
   KILN_CHECK(!(c.overwrite_output_dir && a.resume), "--overwrite-output-dir and --resume contradict each other");
@@ -270,6 +271,7 @@ int run_evaluate(TrainCommand& c) {
   TrainingArguments& a = c.args;
   check_device(a.device);
   KILN_CHECK(!a.model.empty(), "--model DIR is required");
+  nn::check_model_dir(a.model, true, "--model");
   KILN_CHECK(!a.validation_file.empty(), "--validation-file is required");
   const std::string ext = fs::path(a.validation_file).extension().string();
   // A fine-tuned model's own task; else the file decides (labelled table: classification; text: masked LM).

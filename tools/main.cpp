@@ -4,11 +4,13 @@
 #include <map>
 
 #include "core/error.h"
+#include "kiln/version.h"
 #include "tools/args_file.h"
 #include "tools/command.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kiln: a C++ deep-learning framework for transformers"};
+  CLI::App app{"kiln: a C++ deep-learning framework for transformers", "kiln"};
+  app.set_version_flag("--version", std::string("kiln ") + kiln::version());
   app.require_subcommand(1);
   // A flag given twice keeps its last value: command-line flags override --args-file ones.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
