@@ -1,14 +1,23 @@
 # kiln — the two commands of the quick start:
-#   make demo   install what is missing, build, run the main job on its embedded default
-#   make test   install what is missing, build, run the whole test suite
-#               (normal build, then ASan+UBSan, ThreadSanitizer on the allocator,
-#                the installed package and a downstream project against it,
-#                and the GPU bundle's self-containment proof)
+#   make demo   install the build's packages if missing, build the kiln tool
+#               (and the libraries it loads, nothing else), run the main job
+#               on its embedded default
+#   make test   install what is missing (the reference tools too), build
+#               everything, run the whole test suite (normal build, a clang
+#               build, ASan+UBSan, ThreadSanitizer on the allocator, the
+#               installed package and a downstream project against it, the
+#               Debian packages installed as a user would, and the GPU
+#               bundle's self-containment proof)
+#   make package     Debian packages of kiln in build/packages (Note [Debian packages])
 #   make gpu-bundle  what the GPU check needs on a GPU machine (docs/gpu.md)
+# WERROR=ON (as .ci/run builds) makes a warning in kiln's sources an error.
 SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+CLANG_BUILD ?= build-clang
+CLANG_CXX ?= clang++-14
+WERROR ?= OFF
 JOBS ?= $(shell nproc)
 PYTHON_BASE ?= /usr/bin/python3
 VENV ?= .venv
@@ -21,25 +30,38 @@ export KILN_DATA ?= $(abspath ../shared/data)
 export KILN_PYTHON ?= $(abspath $(VENV))/bin/python
 export KILN_HF_PYTHON ?= $(abspath $(VENV))-hf/bin/python
 
-APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
+# What building kiln needs (make demo installs these alone) ...
+BUILD_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libeigen3-dev libopenblas-dev libopenblas0-pthread googletest libgtest-dev \
   nlohmann-json3-dev libcli11-dev libutf8proc-dev libopenmpi-dev openmpi-bin \
-  protobuf-compiler libprotobuf-dev libisal-dev libonnx-dev \
-  libonig-dev libpcre2-dev clang-14 libclang-rt-14-dev libboost-context-dev python3-venv python3-torch python3-numpy patchelf xz-utils
+  protobuf-compiler libprotobuf-dev libisal-dev libonnx-dev libonig-dev libpcre2-dev
+# ... and what the tests add: the clang build, the emulated CUDA device
+# (Boost.Context), the Python references (Debian's PyTorch), the GPU bundle
+# and the Debian packages' dependency scan (file, dpkg-dev).
+TEST_PACKAGES := clang-14 libclang-rt-14-dev libboost-context-dev python3-venv python3-torch python3-numpy \
+  patchelf xz-utils file dpkg-dev
 
-.PHONY: all deps apt-deps py-deps build demo test test-main test-asan test-tsan test-install test-bundle gpu-bundle \
-  bench clean
+.PHONY: all deps build-deps apt-deps py-deps build demo test test-main test-clang test-asan test-tsan test-install \
+  test-package test-bundle package gpu-bundle bench clean
 
 all: build
 
 deps: apt-deps py-deps
 
-apt-deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+# $(call apt_install,PACKAGES): apt-get install those that are missing.
+define apt_install
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:" $$missing; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+endef
+
+build-deps:
+	$(call apt_install,$(BUILD_PACKAGES))
+
+apt-deps: build-deps
+	$(call apt_install,$(TEST_PACKAGES))
 
 py-deps: $(VENV)/.installed $(VENV)-hf/.installed
 
@@ -54,8 +76,9 @@ $(VENV)-hf/.installed: requirements-hf.txt | apt-deps
 	$(VENV)-hf/bin/pip install -q -r requirements-hf.txt
 	touch $@
 
-$(BUILD)/build.ninja: | apt-deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)" $(CMAKE_FLAGS)
+$(BUILD)/build.ninja: | build-deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)" \
+	  -DKILN_WERROR=$(WERROR) $(CMAKE_FLAGS)
 
 build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -63,10 +86,13 @@ build: $(BUILD)/build.ninja
 # Pretrains a small BERT on kiln's synthetic corpus (no data needed, a few
 # minutes on 2 cores): masked-LM accuracy climbs far above the unigram
 # baseline; the model, checkpoints, metrics and training.svg land in build/demo.
-demo: build
+# Builds the tool and the libraries it loads (libkiln, libkiln_onnx) alone: no
+# tests, no CUDA (libkiln loads libkiln_cuda only when asked for CUDA).
+demo: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kiln_cli
 	$(BUILD)/bin/kiln pretrain --output-dir $(BUILD)/demo --overwrite-output-dir
 
-test: test-main test-asan test-tsan test-install test-bundle
+test: test-main test-clang test-asan test-tsan test-install test-package test-bundle
 
 test-main: deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -77,7 +103,7 @@ test-main: deps build
 # CUDA test runs (docs/gpu.md lists which do not, and why).
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON \
-	  -DKILN_CUDA=EMU
+	  -DKILN_CUDA=EMU -DKILN_WERROR=$(WERROR)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	rm -f $(ASAN_BUILD)/emu_coverage.txt
 	KILN_EMU_COVERAGE=$(abspath $(ASAN_BUILD))/emu_coverage.txt \
@@ -85,20 +111,29 @@ test-asan: deps
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 	$(PYTHON_BASE) tools/emu_coverage.py --check $(ASAN_BUILD)/emu_coverage.txt
 
+# kiln under clang (the main build is GCC's): everything compiles, with
+# WERROR=ON without a warning. Unoptimised and without debug information: the
+# build is for the compiler's diagnostics, and takes ~3 minutes on 2 cores.
+test-clang: apt-deps
+	cmake -S . -B $(CLANG_BUILD) -G Ninja -DCMAKE_CXX_COMPILER=$(CLANG_CXX) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DKILN_CUDA=EMU -DKILN_WERROR=$(WERROR)
+	cmake --build $(CLANG_BUILD) -j $(JOBS)
+
 # ThreadSanitizer on the allocator's many-thread tests (only that program is
 # instrumented; see tests/allocator_tsan.cmake).
 test-tsan: apt-deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_ALLOC_TSAN=ON \
-	  -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF
+	  -DKILN_CUDA=OFF -DKILN_BUILD_TOOLS=OFF -DKILN_WERROR=$(WERROR)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_alloc_tsan_tests
 	ctest --test-dir $(TSAN_BUILD) --output-on-failure -R kiln_alloc_tsan_tests
 
 # The installed package (Note [Package layout] in core/components.h): its
 # include tree and libkiln's dependencies (no CUDA or MPI library), a
 # program using only <kiln/kiln.h> built with -Werror, the components
-# (tests/package/), and a downstream CMake project (examples/).
+# (tests/package/), a downstream CMake project (examples/), and the previous
+# release's examples compiled against these headers (tests/compat/, CHANGELOG.md).
 test-install: build
-	rm -rf $(BUILD)/install $(BUILD)/package-check $(BUILD)/example
+	rm -rf $(BUILD)/install $(BUILD)/package-check $(BUILD)/example $(BUILD)/compat
 	cmake --install $(BUILD) --prefix $(abspath $(BUILD))/install
 	cmake -S tests/package -B $(BUILD)/package-check -G Ninja -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/install
 	cmake --build $(BUILD)/package-check
@@ -109,6 +144,21 @@ test-install: build
 	$(BUILD)/example/gpt $(KILN_DATA)/wikitext-2/valid.txt --steps 300 --out $(BUILD)/example/gpt-out
 	$(BUILD)/example/custom_task $(KILN_DATA)/sst2 $(KILN_DATA)/vocab/bert-base-uncased-vocab.txt $(BUILD)/example/custom-task-out
 	$(BUILD)/example/hf_tokenizer $(KILN_DATA)/tokenizers/xlm-roberta "Hello world!" "Bonjour le monde."
+	cmake -S tests/compat -B $(BUILD)/compat -G Ninja -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/install
+	cmake --build $(BUILD)/compat -j $(JOBS)
+
+# Debian packages (Note [Debian packages] in cmake/KilnPackage.cmake), in
+# $(BUILD)/packages: kiln, kiln-dev, kiln-cuda and kiln-dist as built.
+package: build
+	rm -rf $(BUILD)/packages
+	cd $(BUILD) && cpack -G DEB
+
+# The packages installed the way a user would (apt-get install ./kiln_*.deb),
+# in a private mount namespace over a throw-away overlay of / so this machine
+# is left as it was; there kiln demo, kiln pretrain --max-steps 5 and
+# examples/ built against the installed kiln-dev (tools/package_check.sh).
+test-package: package
+	$(SUDO) tools/package_check.sh $(BUILD)/packages examples
 
 # The GPU check's bundle (Note [GPU bundle] in tools/gpu_bundle.sh): the CUDA
 # build's binaries with their libraries, and a source-build kit, in
