@@ -57,8 +57,8 @@ void check_checkpoint_matches_config(const std::string& safetensors_path, const 
 // after check_checkpoint_matches_config (so a mismatch is found before building).
 template <typename M, typename... Args>
 std::shared_ptr<M> from_pretrained(const std::string& dir, LoadReport* report = nullptr, Args&&... args) {
-  check_model_dir(dir, true);
-  const BertConfig config = load_config(dir);
+  check_model_dir(dir, true);  // what load_config checks, and the weights
+  const BertConfig config = BertConfig::from_json_file(dir + "/config.json");
   check_checkpoint_matches_config(dir + "/model.safetensors", config, dir + "/config.json");
   auto model = std::make_shared<M>(config, std::forward<Args>(args)...);
   LoadReport r = load_hf_state(*model, load_safetensors(dir + "/model.safetensors"), dir + "/model.safetensors");
