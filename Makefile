@@ -144,6 +144,7 @@ test-install: build
 	$(BUILD)/example/gpt $(KILN_DATA)/wikitext-2/valid.txt --steps 300 --out $(BUILD)/example/gpt-out
 	$(BUILD)/example/custom_task $(KILN_DATA)/sst2 $(KILN_DATA)/vocab/bert-base-uncased-vocab.txt $(BUILD)/example/custom-task-out
 	$(BUILD)/example/hf_tokenizer $(KILN_DATA)/tokenizers/xlm-roberta "Hello world!" "Bonjour le monde."
+	$(BUILD)/example/auto_model $(KILN_DATA)/tokenizers/xlm-roberta $(BUILD)/example/auto-model-out
 	cmake -S tests/compat -B $(BUILD)/compat -G Ninja -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/install
 	cmake --build $(BUILD)/compat -j $(JOBS)
 

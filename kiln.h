@@ -43,9 +43,14 @@
 #include "kiln/nn/containers.h"
 #include "kiln/nn/bert_config.h"
 #include "kiln/nn/model_size.h"
+#include "kiln/nn/heads.h"
 #include "kiln/nn/bert.h"
+#include "kiln/nn/models/roberta.h"
 #include "kiln/nn/safetensors.h"
+#include "kiln/nn/weight_files.h"
 #include "kiln/nn/hf_checkpoint.h"
+#include "kiln/nn/model_family.h"
+#include "kiln/nn/auto.h"
 #include "kiln/nn/generation.h"
 
 // optim

@@ -136,14 +136,7 @@ BertModel::BertModel(const BertConfig& c, bool add_pooling_layer) : config(c) {
 }
 
 BertOutputs BertModel::forward(const Tensor& ids, const Tensor& attention_mask, const Tensor& token_type_ids) const {
-  Tensor mask_bias;  // (B, 1, 1, T): 0 where attended, the dtype's lowest value where masked (as transformers)
-  if (attention_mask.defined()) {
-    KILN_CHECK(attention_mask.sizes() == ids.sizes(), "BertModel: attention_mask ", shape_str(attention_mask.sizes()),
-               " does not match input ids ", shape_str(ids.sizes()));
-    const Tensor& w = embeddings->word_embeddings->weight;
-    Tensor keep = ne(attention_mask, 0.0).view({ids.size(0), 1, 1, ids.size(1)});
-    mask_bias = where(keep, zeros({}, TensorOptions(w.dtype(), w.device())), static_cast<double>(std::numeric_limits<float>::lowest()));
-  }
+  const Tensor mask_bias = attention_mask_bias(attention_mask, ids, embeddings->word_embeddings->weight);  // (B, 1, 1, T)
   Tensor h = encoder->forward(embeddings->forward(ids, token_type_ids), mask_bias);
   return {h, pooler ? pooler->forward(h) : Tensor()};
 }
@@ -175,21 +168,6 @@ BertPreTrainingHeads::BertPreTrainingHeads(const BertConfig& c, std::shared_ptr<
   if (next_sentence)
     seq_relationship = register_module("seq_relationship", std::make_shared<Linear>(c.hidden_size, 2, true, c.initializer_range));
 }
-
-namespace {
-// Rows of h (B, T, C) where labels (B, T) != -100, and those labels.
-std::pair<Tensor, Tensor> labelled_rows(const Tensor& h, const Tensor& labels) {
-  KILN_CHECK(labels.sizes() == Shape({h.size(0), h.size(1)}), "masked LM: labels ", shape_str(labels.sizes()),
-             " do not match hidden states ", shape_str(h.sizes()));
-  Tensor flat = labels.reshape({-1});
-  std::vector<int64_t> pos, lab;
-  const std::vector<int64_t> v = flat.to_vector<int64_t>();
-  for (size_t i = 0; i < v.size(); ++i)
-    if (v[i] != -100) { pos.push_back(static_cast<int64_t>(i)); lab.push_back(v[i]); }
-  Tensor rows = index_select(h.reshape({-1, h.size(2)}), 0, tensor_from(pos, {static_cast<int64_t>(pos.size())}, TensorOptions(DType::Int64, h.device())));
-  return {rows, tensor_from(lab, {static_cast<int64_t>(lab.size())}, TensorOptions(DType::Int64, h.device()))};
-}
-}  // namespace
 
 BertForMaskedLM::BertForMaskedLM(const BertConfig& c) {
   bert = register_module("bert", std::make_shared<BertModel>(c, false));
@@ -232,48 +210,20 @@ PreTrainingOutput BertForPreTraining::forward(const Tensor& ids, const Tensor& a
 }
 
 BertForSequenceClassification::BertForSequenceClassification(const BertConfig& c, int64_t labels)
-    : num_labels(labels), problem_type(c.problem_type) {
-  KILN_CHECK(labels >= 1, "BertForSequenceClassification: num_labels must be positive, got ", labels);
+    : SequenceClassifier(labels, c.problem_type) {
   bert = register_module("bert", std::make_shared<BertModel>(c, true));
   drop = register_module("dropout", std::make_shared<Dropout>(c.classifier_dropout.value_or(c.hidden_dropout_prob)));
   classifier = register_module("classifier", std::make_shared<Linear>(c.hidden_size, labels, true, c.initializer_range));
-}
-
-std::string BertForSequenceClassification::problem_type_for(const Tensor& labels) const {
-  if (problem_type) return *problem_type;
-  if (num_labels == 1) return "regression";
-  return is_integral(labels.dtype()) ? "single_label_classification" : "multi_label_classification";
 }
 
 ClassificationOutput BertForSequenceClassification::forward(const Tensor& ids, const Tensor& attention_mask,
                                                             const Tensor& token_type_ids, const Tensor& labels) const {
   // pooled (B, C) -> logits (B, num_labels)
   Tensor logits = classifier->forward(drop->forward(bert->forward(ids, attention_mask, token_type_ids).pooler_output));
-  ClassificationOutput out{Tensor(), logits};
-  if (!labels.defined()) return out;
-  const std::string problem = problem_type_for(labels);
-  const Shape expected_multi{logits.size(0), num_labels};
-  if (problem == "regression") {
-    KILN_CHECK(is_floating(labels.dtype()), "BertForSequenceClassification (regression): labels must be floating-point, got ",
-               dtype_name(labels.dtype()));
-    // One output: (B) or (B, 1) labels against (B) predictions, as transformers squeezes both.
-    if (num_labels == 1)
-      out.loss = mse_loss(logits.reshape({-1}), labels.reshape({-1}).to(logits.dtype()));
-    else
-      out.loss = mse_loss(logits, labels.to(logits.dtype()));
-  } else if (problem == "single_label_classification") {
-    out.loss = cross_entropy(logits, labels.reshape({-1}));
-  } else {
-    KILN_CHECK(is_floating(labels.dtype()) && labels.sizes() == expected_multi,
-               "BertForSequenceClassification (multi-label): labels must be float 0/1 of shape ",
-               shape_str(expected_multi), ", got ", dtype_name(labels.dtype()), " ", shape_str(labels.sizes()));
-    out.loss = binary_cross_entropy_with_logits(logits, labels.to(logits.dtype()));
-  }
-  return out;
+  return {labels.defined() ? loss(logits, labels) : Tensor(), logits};
 }
 
-BertForTokenClassification::BertForTokenClassification(const BertConfig& c, int64_t labels) : num_labels(labels) {
-  KILN_CHECK(labels >= 1, "BertForTokenClassification: num_labels must be positive, got ", labels);
+BertForTokenClassification::BertForTokenClassification(const BertConfig& c, int64_t labels) : TokenClassifier(labels) {
   bert = register_module("bert", std::make_shared<BertModel>(c, false));
   drop = register_module("dropout", std::make_shared<Dropout>(c.classifier_dropout.value_or(c.hidden_dropout_prob)));
   classifier = register_module("classifier", std::make_shared<Linear>(c.hidden_size, labels, true, c.initializer_range));
@@ -284,13 +234,7 @@ ClassificationOutput BertForTokenClassification::forward(const Tensor& ids, cons
   // hidden (B, T, C) -> logits (B, T, num_labels)
   Tensor logits =
       classifier->forward(drop->forward(bert->forward(ids, attention_mask, token_type_ids).last_hidden_state));
-  ClassificationOutput out{Tensor(), logits};
-  if (labels.defined()) {
-    KILN_CHECK(labels.sizes() == ids.sizes(), "BertForTokenClassification: labels of shape ", shape_str(labels.sizes()),
-               " do not match the input ids ", shape_str(ids.sizes()));
-    out.loss = cross_entropy(logits, labels);  // -100: not a first subword, or padding
-  }
-  return out;
+  return {labels.defined() ? loss(logits, labels) : Tensor(), logits};
 }
 
 }  // namespace kiln::nn

@@ -14,6 +14,7 @@
 
 #include "kiln/nn/bert_config.h"
 #include "kiln/nn/containers.h"
+#include "kiln/nn/heads.h"
 #include "kiln/nn/layers.h"
 
 namespace kiln::nn {
@@ -90,17 +91,13 @@ class BertPooler : public Module, public Callable<BertPooler> {
   std::shared_ptr<Linear> dense;
 };
 
-struct BertOutputs {
-  Tensor last_hidden_state;  // (B, T, C)
-  Tensor pooler_output;      // (B, C) or undefined without a pooler
-};
-
-class BertModel : public Module, public Callable<BertModel> {
+class BertModel : public EncoderModel, public Callable<BertModel> {
  public:
   explicit BertModel(const BertConfig& c, bool add_pooling_layer = true);
   // attention_mask / token_type_ids may be undefined (all ones / all zeros).
   BertOutputs forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
-                      const Tensor& token_type_ids = Tensor()) const;
+                      const Tensor& token_type_ids = Tensor()) const override;
+  const BertConfig& model_config() const override { return config; }
   BertConfig config;
   std::shared_ptr<BertEmbeddings> embeddings;
   std::shared_ptr<BertEncoder> encoder;
@@ -138,18 +135,14 @@ class BertPreTrainingHeads : public Module, public Callable<BertPreTrainingHeads
   std::shared_ptr<Linear> seq_relationship;  // null without next-sentence head
 };
 
-struct MaskedLMOutput {
-  Tensor loss;    // scalar, when labels were given
-  Tensor logits;  // (B, T, V) without labels; (M, V) at the M labelled positions with labels
-};
-
-class BertForMaskedLM : public Module, public Callable<BertForMaskedLM> {
+class BertForMaskedLM : public MaskedLanguageModel, public Callable<BertForMaskedLM> {
  public:
   explicit BertForMaskedLM(const BertConfig& c);
   // labels (B, T) with -100 where no prediction is wanted. With labels the
   // head runs only at labelled positions (same loss, less work).
   MaskedLMOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
-                         const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const;
+                         const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const override;
+  const BertConfig& model_config() const override { return bert->config; }
   std::shared_ptr<BertModel> bert;
   std::shared_ptr<BertPreTrainingHeads> cls;
 };
@@ -168,46 +161,32 @@ class BertForPreTraining : public Module, public Callable<BertForPreTraining> {
   std::shared_ptr<BertPreTrainingHeads> cls;
 };
 
-struct ClassificationOutput {
-  Tensor loss;    // when labels were given
-  Tensor logits;  // (B, num_labels); token classification: (B, T, num_labels)
-};
-
 // transformers' BertForSequenceClassification: the pooled [CLS] output through
-// dropout and a linear head. The loss follows the config's problem_type, or
-// when it is unset, transformers' rule: one label -> "regression"; integer
-// labels -> "single_label_classification"; else "multi_label_classification".
-//   regression: mse_loss(logits, labels), labels (B) or (B, num_labels) float;
-//   single_label_classification: cross_entropy, labels (B) int64;
-//   multi_label_classification: binary_cross_entropy_with_logits, labels
-//     (B, num_labels) of 0/1 (any float dtype).
-class BertForSequenceClassification : public Module, public Callable<BertForSequenceClassification> {
+// dropout and a linear head; the loss by problem type (SequenceClassifier, nn/heads.h).
+class BertForSequenceClassification : public SequenceClassifier, public Callable<BertForSequenceClassification> {
  public:
   BertForSequenceClassification(const BertConfig& c, int64_t num_labels = 2);
   ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
-                               const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const;
-  // The problem type a batch with these labels trains as (the rule above).
-  std::string problem_type_for(const Tensor& labels) const;
+                               const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const override;
+  const BertConfig& model_config() const override { return bert->config; }
   std::shared_ptr<BertModel> bert;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<Linear> classifier;
-  int64_t num_labels;
-  std::optional<std::string> problem_type;  // from the config
 };
 
 // transformers' BertForTokenClassification: BertModel without the pooler,
 // dropout and a linear head on every position; cross-entropy over the
 // positions whose label is not -100.
 //   ids, attention_mask, token_type_ids (B, T); labels (B, T) int64 -> logits (B, T, num_labels)
-class BertForTokenClassification : public Module, public Callable<BertForTokenClassification> {
+class BertForTokenClassification : public TokenClassifier, public Callable<BertForTokenClassification> {
  public:
   BertForTokenClassification(const BertConfig& c, int64_t num_labels = 2);
   ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
-                               const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const;
+                               const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const override;
+  const BertConfig& model_config() const override { return bert->config; }
   std::shared_ptr<BertModel> bert;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<Linear> classifier;
-  int64_t num_labels;
 };
 
 }  // namespace kiln::nn

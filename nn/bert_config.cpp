@@ -45,6 +45,25 @@ constexpr ActivationName kActivations[] = {
     {"tanh", HiddenAct::Tanh},
 };
 
+// The families whose config.json has BERT's fields, with the defaults that differ.
+struct SchemaFamily {
+  const char* model_type;
+  const char* base_architecture;  // architectures when the file has none
+  int64_t pad_token_id;           // transformers' default for the family
+  bool positions_after_pad;       // Note [Padding-offset positions] (nn/models/roberta.h)
+};
+constexpr SchemaFamily kSchemaFamilies[] = {
+    {"bert", "BertModel", 0, false},
+    {"roberta", "RobertaModel", 1, true},
+    {"xlm-roberta", "XLMRobertaModel", 1, true},
+};
+
+const SchemaFamily* schema_family(const std::string& model_type) {
+  for (const SchemaFamily& f : kSchemaFamilies)
+    if (model_type == f.model_type) return &f;
+  return nullptr;
+}
+
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -143,6 +162,9 @@ HiddenAct BertConfig::activation() const {
 }
 
 void BertConfig::validate(const std::string& source) const {
+  const auto& types = bert_schema_model_types();
+  KILN_CHECK(std::find(types.begin(), types.end(), model_type) != types.end(), source, ": model_type '",
+             model_type, "' does not have BERT's config schema (", joined(types), " do)");
   const std::pair<const char*, int64_t> sizes[] = {
       {"vocab_size", vocab_size},
       {"hidden_size", hidden_size},
@@ -225,10 +247,12 @@ BertConfig BertConfig::from_json_string(const std::string& text, const std::stri
   KILN_CHECK(j.is_object(), source_name, ": config must be a JSON object, got ", j.type_name());
   FieldReader r(j, source_name);
   BertConfig c;
-  std::string model_type = "bert";
-  r.optional("model_type", model_type);
-  KILN_CHECK(model_type == "bert", source_name, ": model_type '", model_type,
-             "' is not a BERT config (expected \"bert\")");
+  r.optional("model_type", c.model_type);
+  const SchemaFamily* family = schema_family(c.model_type);
+  KILN_CHECK(family, source_name, ": model_type '", c.model_type, "' does not have BERT's config schema (",
+             joined(bert_schema_model_types()), " do)");
+  c.pad_token_id = family->pad_token_id;
+  c.architectures = {family->base_architecture};
   r.require("vocab_size", c.vocab_size);
   r.require("hidden_size", c.hidden_size);
   r.require("num_hidden_layers", c.num_hidden_layers);
@@ -265,7 +289,7 @@ std::string BertConfig::to_json_string() const {
   validate();
   json j = json::object();
   for (const auto& [key, text] : extra) j[key] = json::parse(text);  // validate() accepted it
-  j["model_type"] = "bert";
+  j["model_type"] = model_type;
   j["architectures"] = architectures;
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
@@ -289,6 +313,21 @@ std::string BertConfig::to_json_string() const {
 void BertConfig::to_json_file(const std::string& path) const {
   const std::string text = to_json_string();
   write_file_atomic(path, text);
+}
+
+int64_t BertConfig::max_sequence_length() const {
+  const SchemaFamily* f = schema_family(model_type);
+  if (!f || !f->positions_after_pad) return max_position_embeddings;
+  return std::max<int64_t>(0, max_position_embeddings - pad_token_id.value_or(0) - 1);
+}
+
+const std::vector<std::string>& BertConfig::bert_schema_model_types() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const SchemaFamily& f : kSchemaFamilies) v.push_back(f.model_type);
+    return v;
+  }();
+  return names;
 }
 
 std::vector<std::string> BertConfig::preset_names() {

@@ -1,5 +1,10 @@
-// BertConfig: the hyper-parameters of a BERT encoder, read from and written to
-// a Hugging Face config.json.
+// BertConfig: the hyper-parameters of a BERT-schema encoder, read from and
+// written to a Hugging Face config.json. The families that share BERT's
+// config schema (bert_schema_model_types(): "bert", "roberta",
+// "xlm-roberta") read into it; `model_type` says which one, and the family's
+// defaults apply (RoBERTa and XLM-R: pad_token_id 1, architectures
+// ["RobertaModel"] / ["XLMRobertaModel"]). Which modules a model_type builds
+// is the Auto layer's (nn/auto.h).
 //
 // Reading: the structural fields vocab_size, hidden_size, num_hidden_layers,
 // num_attention_heads, intermediate_size, max_position_embeddings and
@@ -40,6 +45,7 @@ enum class HiddenAct {
 };
 
 struct BertConfig {
+  std::string model_type = "bert";  // one of bert_schema_model_types()
   int64_t vocab_size = 30522;
   int64_t hidden_size = 768;
   int64_t num_hidden_layers = 12;
@@ -65,6 +71,10 @@ struct BertConfig {
   std::map<std::string, std::string> extra;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // The most tokens a sequence may have: max_position_embeddings, less
+  // pad_token_id + 1 for the families whose positions start after the padding
+  // id (RoBERTa, XLM-R: 512 of 514; Note [Padding-offset positions]).
+  int64_t max_sequence_length() const;
   HiddenAct activation() const;  // throws for an unknown hidden_act
   static const std::vector<std::string>& known_activations();
 
@@ -80,7 +90,7 @@ struct BertConfig {
   static BertConfig from_json_string(const std::string& text,
                                      const std::string& source_name = "config.json");
   static BertConfig from_json_file(const std::string& path);
-  // Hugging Face style: keys sorted, 2-space indent, "model_type": "bert", trailing newline.
+  // Hugging Face style: keys sorted, 2-space indent, the model_type, trailing newline.
   std::string to_json_string() const;
   void to_json_file(const std::string& path) const;  // atomic (temp file + rename)
 
@@ -88,6 +98,8 @@ struct BertConfig {
   // "bert-small" (L4 H512 A8 F2048), "bert-base" (L12 H768 A12 F3072); all
   // with vocab 30522, 512 positions, 2 token types and HF defaults otherwise.
   static BertConfig preset(const std::string& name);
+  // The model_type values whose config.json this struct reads.
+  static const std::vector<std::string>& bert_schema_model_types();
   static std::vector<std::string> preset_names();
 
   bool operator==(const BertConfig&) const = default;

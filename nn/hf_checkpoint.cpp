@@ -11,7 +11,9 @@
 #include <set>
 
 #include "core/file_util.h"
+#include "nn/model_family.h"
 #include "nn/safetensors.h"
+#include "nn/weight_files.h"
 
 namespace kiln::nn {
 namespace fs = std::filesystem;
@@ -54,10 +56,10 @@ std::string legacy_rename(std::string k) {
 
 bool starts(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
-// A file tensor's name as a BertModel's (legacy names renamed, no "bert." prefix).
-std::string base_name(const std::string& raw) {
+// A file tensor's name as the base model's (legacy names renamed, no "bert." prefix).
+std::string base_name(const std::string& raw, const WeightNames& names) {
   std::string k = legacy_rename(raw);
-  return starts(k, "bert.") ? k.substr(5) : k;
+  return starts(k, names.base_prefix) ? k.substr(names.base_prefix.size()) : k;
 }
 
 // The shape of one tensor of encoder.layer.N (`rest` follows "encoder.layer.N.").
@@ -90,8 +92,11 @@ constexpr const char* kEmbeddingTensors[] = {
 // The shape `c` implies for a tensor (by base_name), or nullopt when the
 // config does not fix it (a classifier head, a layer past num_hidden_layers,
 // a tensor kiln does not know).
-std::optional<Shape> config_shape(const BertConfig& c, const std::string& name) {
+std::optional<Shape> config_shape(const BertConfig& c, const WeightNames& names, const std::string& name) {
   const int64_t V = c.vocab_size, H = c.hidden_size;
+  if (names.head_shapes)
+    for (const auto& [n, shape] : names.head_shapes(c))
+      if (name == n) return shape;
   const std::pair<const char*, Shape> fixed[] = {
       {"embeddings.word_embeddings.weight", {V, H}},
       {"embeddings.position_embeddings.weight", {c.max_position_embeddings, H}},
@@ -101,15 +106,6 @@ std::optional<Shape> config_shape(const BertConfig& c, const std::string& name) 
       {"embeddings.position_ids", {1, c.max_position_embeddings}},
       {"pooler.dense.weight", {H, H}},
       {"pooler.dense.bias", {H}},
-      {"cls.predictions.transform.dense.weight", {H, H}},
-      {"cls.predictions.transform.dense.bias", {H}},
-      {"cls.predictions.transform.LayerNorm.weight", {H}},
-      {"cls.predictions.transform.LayerNorm.bias", {H}},
-      {"cls.predictions.bias", {V}},
-      {"cls.predictions.decoder.weight", {V, H}},
-      {"cls.predictions.decoder.bias", {V}},
-      {"cls.seq_relationship.weight", {2, H}},
-      {"cls.seq_relationship.bias", {2}},
   };
   for (const auto& [n, shape] : fixed)
     if (name == n) return shape;
@@ -128,20 +124,36 @@ std::optional<Shape> config_shape(const BertConfig& c, const std::string& name) 
 
 void check_checkpoint_matches_config(const std::string& safetensors_path, const BertConfig& config,
                                      const std::string& config_source) {
-  KILN_CHECK(fs::exists(safetensors_path), safetensors_path, ": file not found");
-  const SafeTensorsFile f = SafeTensorsFile::open(safetensors_path);
+  check_checkpoint_matches_config(std::vector<std::string>{safetensors_path}, config, config_source);
+}
+
+void check_checkpoint_matches_config(const std::vector<std::string>& files, const BertConfig& config,
+                                     const std::string& config_source) {
+  KILN_CHECK(!files.empty(), config_source, ": no weight files to check");
+  const WeightNames& names = weight_names_for(config.model_type);
   std::set<std::string> present;
-  for (const SafeTensorInfo& info : f.tensors()) {
-    const std::string name = base_name(info.name);
-    present.insert(name);
-    const std::optional<Shape> want = config_shape(config, name);
-    KILN_CHECK(!want || *want == info.shape, safetensors_path, ": tensor '", info.name, "' has shape ",
-               shape_str(info.shape), " but ", config_source, " implies ", shape_str(want ? *want : Shape{}),
-               " (does config.json match the weights?)");
+  const std::string safetensors_path = files.size() == 1 ? files[0] : "the checkpoint's shards";
+  for (const std::string& path : files) {
+    KILN_CHECK(fs::exists(path), path, ": file not found");
+    const SafeTensorsFile f = SafeTensorsFile::open(path);
+    for (const SafeTensorInfo& info : f.tensors()) {
+      const std::string name = base_name(info.name, names);
+      present.insert(name);
+      for (const std::string& other : supported_model_types()) {
+        const std::string& prefix = weight_names_for(other).base_prefix;
+        KILN_CHECK(prefix == names.base_prefix || !starts(info.name, prefix), path, ": tensor '",
+                   info.name, "' is named as a ", other, " model's, but ", config_source, " has model_type '",
+                   config.model_type, "' (config.json of one family with another's weights?)");
+      }
+      const std::optional<Shape> want = config_shape(config, names, name);
+      KILN_CHECK(!want || *want == info.shape, path, ": tensor '", info.name, "' has shape ",
+                 shape_str(info.shape), " but ", config_source, " implies ", shape_str(want ? *want : Shape{}),
+                 " (does config.json match the weights?)");
+    }
   }
   for (const char* name : kEmbeddingTensors)
     KILN_CHECK(present.count(name), safetensors_path, ": checkpoint lacks '", name,
-               "', which every BERT model has (config: ", config_source, ")");
+               "', which every ", config.model_type, " model has (config: ", config_source, ")");
   // Stops at the first missing tensor: a huge num_hidden_layers costs no more than the file's tensor count.
   for (int64_t i = 0; i < config.num_hidden_layers; ++i)
     for (const char* rest : kLayerTensors) {
@@ -151,21 +163,27 @@ void check_checkpoint_matches_config(const std::string& safetensors_path, const 
     }
 }
 
-LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, const std::string& source) {
+LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, const std::string& source,
+                         const WeightNames& names) {
   std::set<std::string> model_keys;
   for (auto& [n, t] : model.state_dict()) model_keys.insert(n);
-  const bool model_prefixed = std::any_of(model_keys.begin(), model_keys.end(), [](auto& k) { return starts(k, "bert."); });
+  const std::string& prefix = names.base_prefix;
+  const bool model_prefixed =
+      std::any_of(model_keys.begin(), model_keys.end(), [&](auto& k) { return starts(k, prefix); });
   LoadReport report;
   std::map<std::string, Tensor> mapped;
   for (auto& [raw, t] : state) {
     std::string k = legacy_rename(raw);
-    if (k == "cls.predictions.decoder.weight") continue;  // tied to the word embeddings
-    if (k == "cls.predictions.decoder.bias") {
-      if (!state.count("cls.predictions.bias")) k = "cls.predictions.bias";
-      else continue;
-    }
-    if (model_prefixed && !starts(k, "bert.") && model_keys.count("bert." + k)) k = "bert." + k;
-    if (!model_prefixed && starts(k, "bert.")) k = k.substr(5);
+    if (std::find(names.tied.begin(), names.tied.end(), k) != names.tied.end()) continue;  // the word embeddings
+    bool skip = false;
+    for (const auto& [from, to] : names.aliases)
+      if (k == from) {
+        skip = state.count(to) > 0;  // the file has the model's own name too
+        k = to;
+      }
+    if (skip) continue;
+    if (model_prefixed && !starts(k, prefix) && model_keys.count(prefix + k)) k = prefix + k;
+    if (!model_prefixed && starts(k, prefix)) k = k.substr(prefix.size());
     if (!model_keys.count(k)) {
       report.ignored.push_back(raw);
       continue;
@@ -177,8 +195,9 @@ LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, con
   std::vector<std::string> missing_base;
   for (const std::string& k : model_keys) {
     if (mapped.count(k)) continue;
-    const bool head = starts(k, "cls.") || starts(k, "classifier.") ||
-                      (model_prefixed && starts(k, "bert.pooler.")) || starts(k, "pooler.");
+    const std::string base = model_prefixed && starts(k, prefix) ? k.substr(prefix.size()) : k;
+    const bool head = std::any_of(names.head_prefixes.begin(), names.head_prefixes.end(),
+                                  [&](const std::string& p) { return starts(base, p); });
     const bool optional_buffer = k.find("position_ids") != std::string::npos;
     if (head) report.new_heads.push_back(k);
     else if (!optional_buffer) missing_base.push_back(k);
@@ -216,9 +235,13 @@ void check_model_dir(const std::string& dir, bool weights, const std::string& la
   };
   check_file("config.json", "a Hugging Face model directory holds config.json and model.safetensors");
   if (!weights) return;
-  KILN_CHECK(fs::exists(d / "model.safetensors", ec) || !fs::exists(d / "pytorch_model.bin", ec), where,
+  KILN_CHECK(has_weight_files(dir) || !fs::exists(d / "pytorch_model.bin", ec), where,
              ": no model.safetensors in it, only pytorch_model.bin, which kiln does not read; convert it with "
              "tools/convert_pytorch_to_safetensors.py ", dir);
+  if (!fs::exists(d / kWeightsFile, ec) && fs::exists(d / kWeightIndexFile, ec)) {
+    check_file(kWeightIndexFile, "the index of the model's weight shards");  // Note [Sharded checkpoints]
+    return;
+  }
   check_file("model.safetensors", "the model's weights");
 }
 
@@ -227,8 +250,21 @@ BertConfig load_config(const std::string& dir) {
   return BertConfig::from_json_file(dir + "/config.json");
 }
 
+BertConfig pretrained_config(const std::string& dir) {
+  check_model_dir(dir, true);  // what load_config checks, and the weights
+  const BertConfig config = BertConfig::from_json_file(dir + "/config.json");
+  check_checkpoint_matches_config(weight_files(dir), config, dir + "/config.json");
+  return config;
+}
+
+LoadReport load_pretrained_weights(Module& model, const std::string& dir, const BertConfig& config) {
+  const std::vector<std::string> files = weight_files(dir);  // Note [Sharded checkpoints]
+  const std::string source = files.size() == 1 ? files[0] : dir + "/" + kWeightIndexFile;
+  return load_hf_state(model, load_weight_files(dir), source, weight_names_for(config.model_type));
+}
+
 void save_pretrained(const Module& model, const BertConfig& config, const std::string& dir,
-                     const std::string& vocab_file) {
+                     const std::string& vocab_file, uint64_t max_shard_bytes) {
   const fs::path target = fs::absolute(dir);
   const fs::path parent = target.parent_path();
   std::error_code ec;
@@ -238,7 +274,7 @@ void save_pretrained(const Module& model, const BertConfig& config, const std::s
   KILN_CHECK(fs::create_directory(tmp, ec), tmp.string(), ": cannot create directory: ", ec.message());
   try {
     config.to_json_file((tmp / "config.json").string());
-    save_safetensors((tmp / "model.safetensors").string(), model.state_dict());
+    save_weight_files(tmp.string(), model.state_dict(), max_shard_bytes);  // Note [Sharded checkpoints]
     if (!vocab_file.empty()) check_regular_file(vocab_file, vocab_file);  // Note [Bounded input]
     if (!vocab_file.empty()) fs::copy_file(vocab_file, tmp / "vocab.txt", fs::copy_options::overwrite_existing);
     // replace: move the old directory aside, rename the new one in, drop the old

@@ -149,6 +149,28 @@ TEST(BertConfig, DefaultsForOptionalFields) {
   EXPECT_EQ(BertConfig::from_json_string(d.to_json_string()), d);
 }
 
+// RoBERTa and XLM-R share BERT's fields; their defaults are transformers'
+// RobertaConfig / XLMRobertaConfig ones, and model_type is written back.
+TEST(BertConfig, ReadsTheFamiliesWithBertsSchema) {
+  for (const auto& [type, arch] : std::vector<std::pair<std::string, std::string>>{
+           {"roberta", "RobertaModel"}, {"xlm-roberta", "XLMRobertaModel"}, {"bert", "BertModel"}}) {
+    json j = minimal();
+    j["model_type"] = type;
+    j["bos_token_id"] = 0;
+    const BertConfig c = BertConfig::from_json_string(j.dump());
+    EXPECT_EQ(c.model_type, type);
+    EXPECT_EQ(c.pad_token_id, type == "bert" ? 0 : 1) << type;
+    EXPECT_EQ(c.architectures, std::vector<std::string>{arch});
+    EXPECT_EQ(c.extra.at("bos_token_id"), "0");
+    const json back = json::parse(c.to_json_string());
+    EXPECT_EQ(back["model_type"], type);
+    EXPECT_EQ(BertConfig::from_json_string(c.to_json_string()), c);
+  }
+  BertConfig bad = BertConfig::preset("bert-tiny");
+  bad.model_type = "llama";
+  EXPECT_KILN_ERROR(bad.validate("cfg"), "cfg: model_type 'llama' does not have BERT's config schema");
+}
+
 TEST(BertConfig, JsonLayout) {
   BertConfig c = BertConfig::preset("bert-tiny");
   c.extra["id2label"] = R"({"0":"NEGATIVE","1":"POSITIVE"})";
@@ -232,7 +254,7 @@ TEST(BertConfig, RejectsMissingOrInconsistentFields) {
   expect_rejected_with("hidden_act", "gelu_foo", "hidden_act 'gelu_foo' is not supported (known: gelu, gelu_python");
   expect_rejected_with("hidden_act", 3, "field 'hidden_act' must be a string, got number");
   expect_rejected_with("pad_token_id", 1000, "pad_token_id = 1000 is outside [0, vocab_size = 1000)");
-  expect_rejected_with("model_type", "roberta", "model_type 'roberta' is not a BERT config");
+  expect_rejected_with("model_type", "gpt2", "model_type 'gpt2' does not have BERT's config schema (bert, roberta, xlm-roberta do)");
   expect_rejected_with("position_embedding_type", "relative_key", "position_embedding_type 'relative_key' is not supported");
   expect_rejected_with("architectures", "BertModel", "field 'architectures' must be an array of strings, got string");
   expect_rejected_with("architectures", json::array({1}), "field 'architectures' must be a string, got number");

@@ -270,6 +270,39 @@ TEST(OnnxExport, FineTunedClassifiersMatchOnnxRuntime) {
   fs::remove_all(root);
 }
 
+// RoBERTa-family models (padding-offset positions: a cumulative sum over the
+// mask of non-padding ids) export through the same task interfaces, and ONNX
+// Runtime gives kiln's outputs with padded rows.
+TEST(OnnxExport, RobertaFamilyMatchesOnnxRuntime) {
+  REQUIRE_ORT();
+  const fs::path root = fresh_dir("onnx", "roberta");
+  BertConfig c = BertConfig::preset("bert-tiny");
+  c.model_type = "xlm-roberta";
+  c.vocab_size = 120;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 128;
+  c.max_position_embeddings = 66;
+  c.type_vocab_size = 1;
+  c.pad_token_id = 1;
+  c.initializer_range = 0.3;
+  manual_seed(9);
+  c.architectures = {"XLMRobertaForSequenceClassification"};
+  auto clf = nn::AutoModelForSequenceClassification::from_config(c, 3);
+  train::set_label_maps(c, "XLMRobertaForSequenceClassification", {"neg", "neu", "pos"});
+  nn::save_pretrained(*clf, c, (root / "clf").string());
+  std::string task;
+  auto model = load_bert_for_export((root / "clf").string(), task);
+  EXPECT_EQ(task, "sequence-classification");
+  const Tensor ids = bert_export_spec(*model, task).example_inputs(kBertShapes[1])[0];
+  EXPECT_GT(sum(eq(ids, 1.0)).item<int64_t>(), 0);  // rows padded with <pad> = 1
+  expect_matches_ort(py, bert_export_spec(*model, task), root / "clf.onnx", kBertShapes);
+  std::string embed = "embed";
+  auto base = load_bert_for_export((root / "clf").string(), embed);  // the encoder of the same directory
+  expect_matches_ort(py, bert_export_spec(*base, embed), root / "embed.onnx", kBertShapes);
+  fs::remove_all(root);
+}
+
 // A classifier kiln really fine-tuned (all-MiniLM-L6-v2 on SST-2 sentences,
 // through train::train as `kiln finetune` runs it): its output directory
 // exports as `kiln export --model DIR` would, and ONNX Runtime gives kiln's

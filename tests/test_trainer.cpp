@@ -230,7 +230,7 @@ TEST(Trainer, BadArgumentsNameTheFlag) {
   a = synthetic_args(fresh_dir("flags"));
   a.max_seq_length = 1000;  // the demo model has 128 positions
   std::ostringstream log;
-  EXPECT_KILN_ERROR(train::MlmTask(a, log), "--max-seq-length 1000 exceeds the model's max_position_embeddings (128)");
+  EXPECT_KILN_ERROR(train::MlmTask(a, log), "--max-seq-length 1000 exceeds the 128 tokens the model's max_position_embeddings (128) allow");
   a = synthetic_args(fresh_dir("flags"));
   a.train_file = "/nonexistent/corpus.txt";
   a.vocab = "/nonexistent/vocab.txt";
@@ -334,7 +334,7 @@ TEST(Trainer, FinetuneRejectsBadData) {
   EXPECT_KILN_ERROR(train::ClassificationTask(a, log), "broken.tsv:2");
   a = fx.args("bad3");
   a.max_seq_length = 64;  // the model has 32 positions
-  EXPECT_KILN_ERROR(train::ClassificationTask(a, log), "exceeds the model's max_position_embeddings (32)");
+  EXPECT_KILN_ERROR(train::ClassificationTask(a, log), "exceeds the 32 tokens the model's max_position_embeddings (32) allow");
   a = fx.args("bad4");
   a.train_file = (fx.dir / "missing.tsv").string();
   EXPECT_KILN_ERROR(train::ClassificationTask(a, log), "missing.tsv");

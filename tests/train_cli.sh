@@ -36,7 +36,7 @@ expect_error "malformed TSV row" "train_badrow.tsv:2" \
   "$kiln" finetune --model base --train-file train_badrow.tsv --output-dir ft1
 expect_error "label outside the label set" "dev_badlabel.tsv:3" \
   "$kiln" finetune --model base --train-file train.tsv --validation-file dev_badlabel.tsv --output-dir ft2
-expect_error "max-seq-length beyond positions" "exceeds the model's max_position_embeddings (128)" \
+expect_error "max-seq-length beyond positions" "exceeds the 128 tokens the model's max_position_embeddings (128) allow" \
   "$kiln" finetune --model base --train-file train.tsv --max-seq-length 4096 --output-dir ft3
 expect_error "bad value" "--batch-size must be >= 1" \
   "$kiln" pretrain "${small[@]}" --batch-size 0 --output-dir p0

@@ -37,12 +37,12 @@ struct EmbedOptions {
 };
 
 // Embeddings (B, C) of the encodings enc[order[0..B)], one text line each, into out[order[i]].
-void embed_batch(const nn::BertModel& model, const std::vector<data::Encoding>& enc, const std::vector<size_t>& order,
-                 const EmbedOptions& o, std::vector<std::string>& out) {
+void embed_batch(const nn::EncoderModel& model, const std::vector<data::Encoding>& enc, const std::vector<size_t>& order,
+                 const EmbedOptions& o, int32_t pad, std::vector<std::string>& out) {
   const int64_t B = static_cast<int64_t>(order.size());
   size_t T = 0;
   for (size_t i : order) T = std::max(T, enc[i].size());
-  std::vector<int64_t> ids(static_cast<size_t>(B) * T, 0), mask(ids.size(), 0), types(ids.size(), 0);
+  std::vector<int64_t> ids(static_cast<size_t>(B) * T, pad), mask(ids.size(), 0), types(ids.size(), 0);
   for (size_t b = 0; b < order.size(); ++b) {
     const data::Encoding& e = enc[order[b]];
     for (size_t i = 0; i < e.size(); ++i) {
@@ -71,7 +71,7 @@ void embed_batch(const nn::BertModel& model, const std::vector<data::Encoding>& 
 
 // One chunk of lines: tokenized, batched by length (Note [Embedding by
 // length]) or in input order, printed in input order.
-void embed_chunk(const nn::BertModel& model, const data::TextTokenizer& tok, const std::vector<std::string>& lines,
+void embed_chunk(const nn::EncoderModel& model, const data::TextTokenizer& tok, const std::vector<std::string>& lines,
                  const EmbedOptions& o, size_t max_len) {
   data::EncodeOptions eo;
   eo.max_length = max_len;
@@ -85,7 +85,7 @@ void embed_chunk(const nn::BertModel& model, const data::TextTokenizer& tok, con
     const size_t end = std::min(order.size(), start + static_cast<size_t>(o.batch_size));
     embed_batch(model, enc, std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(start),
                                                 order.begin() + static_cast<std::ptrdiff_t>(end)),
-                o, out);
+                o, std::max(tok.pad_id(), 0), out);
   }
   for (const std::string& line : out) std::cout << line << '\n';
 }
@@ -94,12 +94,13 @@ int run_embed(const EmbedOptions& o) {
   nn::check_model_dir(o.model, true, "--model");
   // Note [Choosing a tokenizer]: tokenizer.json, else the older files.
   const std::unique_ptr<data::TextTokenizer> tok = data::open_text_tokenizer(o.model, o.cased);
-  auto model = nn::from_pretrained<nn::BertModel>(o.model);
+  auto model = nn::AutoModel::from_pretrained(o.model);  // the family's base model (nn/auto.h)
   model->eval();
-  check_vocab_matches(model->config, tok->vocab_size(), o.model + "/config.json");
-  const int64_t positions = model->config.max_position_embeddings;
-  KILN_CHECK(o.max_seq_length <= positions, "--max-seq-length ", o.max_seq_length,
-             " exceeds the model's max_position_embeddings ", positions);
+  const BertConfig& config = model->model_config();
+  check_vocab_matches(config, tok->vocab_size(), o.model + "/config.json");
+  const int64_t positions = config.max_sequence_length();
+  KILN_CHECK(o.max_seq_length <= positions, "--max-seq-length ", o.max_seq_length, " exceeds the ", positions,
+             " tokens the model's max_position_embeddings (", config.max_position_embeddings, ") allow");
   const size_t max_len = static_cast<size_t>(o.max_seq_length > 0 ? o.max_seq_length : positions);
   // Without sorting a chunk is one batch, so output starts after the first batch.
   const size_t chunk = static_cast<size_t>(o.no_sort ? o.batch_size : std::max(o.sort_chunk, o.batch_size));

@@ -114,9 +114,10 @@ int run_predict(PredictCommand& c) {
     KILN_CHECK(c.overwrite || !fs::exists(c.output, ec), "--output ", c.output,
                " exists; give --overwrite to replace it");
   }
-  const std::string kind = train::finetuned_task_of(a.model);
-  KILN_CHECK(!kind.empty(), a.model, " is not a fine-tuned classifier (its config.json names neither "
-             "BertForSequenceClassification nor BertForTokenClassification)");
+  const std::string kind = nn::task_name_of(a.model);
+  KILN_CHECK(kind == "sequence-classification" || kind == "token-classification", a.model,
+             " is not a fine-tuned classifier (its config.json's architectures name neither a "
+             "*ForSequenceClassification nor a *ForTokenClassification of its family)");
   a.task = kind == "token-classification" ? "token-classification" : a.task;
   const bool jsonl = c.format == "jsonl";
   std::unique_ptr<train::TrainTask> task = train::make_finetune_task(a, std::cerr, /*for_training=*/false);

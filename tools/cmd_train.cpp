@@ -275,7 +275,8 @@ int run_evaluate(TrainCommand& c) {
   KILN_CHECK(!a.validation_file.empty(), "--validation-file is required");
   const std::string ext = fs::path(a.validation_file).extension().string();
   // A fine-tuned model's own task; else the file decides (labelled table: classification; text: masked LM).
-  const bool finetuned = !train::finetuned_task_of(a.model).empty();
+  const std::string own = nn::task_name_of(a.model);
+  const bool finetuned = own == "sequence-classification" || own == "token-classification";
   const bool labelled = finetuned || ext == ".tsv" || ext == ".csv" || ext == ".jsonl";
   std::map<std::string, double> m;
   KILN_CHECK(a.amp == "none" || a.amp == "bf16" || a.amp == "fp16", "--amp must be none, bf16 or fp16");

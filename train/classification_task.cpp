@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "kiln.h"
+#include "nn/auto.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/model_size.h"
 #include "train/metrics.h"
@@ -14,8 +15,6 @@
 namespace kiln::train {
 
 namespace {
-
-constexpr const char* kArchitecture = "BertForSequenceClassification";
 
 // The label kind a problem type reads its labels as.
 data::LabelKind kind_of(const std::string& problem_type) {
@@ -39,7 +38,7 @@ std::string requested_problem(const TrainingArguments& a) {
 
 }  // namespace
 
-MicroBatch classification_forward(const nn::BertForSequenceClassification& model,
+MicroBatch classification_forward(const nn::SequenceClassifier& model,
                                   const data::ClassificationBatch& batch, Tensor* logits_out) {
   // inputs: (B, T); labels: (B) int64 / (B) float (regression) / (B, L) float
   // (multi-label); logits: (B, L). The inputs go to the model's device; the
@@ -93,9 +92,12 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
   // Ids past the embedding matrix would only fail deep inside the first step.
   check_vocab_matches(base, tokenizer_->vocab_size(), config_path);
   check_max_seq_length(args.max_seq_length, base);
-  label_set_ = finetuned_labels(base, kArchitecture, config_path);
+  // the family's class: BertForSequenceClassification, RobertaForSequenceClassification, ...
+  const std::string architecture =
+      nn::model_family(base.model_type, config_path).architecture(nn::ModelTask::SequenceClassification);
+  label_set_ = finetuned_labels(base, architecture, config_path);
   KILN_CHECK(for_training || !label_set_.empty(), args.model,
-             " is not a fine-tuned classifier (its config.json has no ", kArchitecture, " id2label)");
+             " is not a fine-tuned classifier (its config.json has no ", architecture, " id2label)");
   // Note [Problem types]: a fine-tuned classifier's problem type, else the flags', else the data's.
   const std::string requested = requested_problem(args);
   if (!label_set_.empty()) {
@@ -136,14 +138,14 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
 
   const int64_t num_labels = problem_type_ == "regression" ? 1 : static_cast<int64_t>(label_set_.size());
   nn::LoadReport report;
-  model_ = nn::from_pretrained<nn::BertForSequenceClassification>(args.model, &report, num_labels);
+  model_ = nn::AutoModelForSequenceClassification::from_pretrained(args.model, num_labels, &report);
   model_->problem_type = problem_type_;
   if (!report.new_heads.empty() && for_training)
     out << "note: a new classifier head (" << report.new_heads.size() << " tensors) starts from a fresh initialisation\n";
   move_model_to_device(*model_, args.device);
-  config_ = model_->bert->config;
+  config_ = model_->model_config();
   config_.problem_type = problem_type_;
-  set_label_maps(config_, kArchitecture,
+  set_label_maps(config_, architecture,
                  problem_type_ == "regression" ? std::vector<std::string>{"LABEL_0"} : label_set_);
 
   if (train_set_ || valid_set_) train_loader_ = make_loader(train_set_ ? train_set_ : valid_set_, true, args.batch_size);

@@ -1,7 +1,8 @@
 // Sequence classification fine-tuning (`kiln finetune`, `kiln evaluate` and
 // `kiln predict` on a labelled file): single-label classification,
 // regression and multi-label classification, the three problem types of
-// transformers' BertForSequenceClassification (nn/bert.h).
+// transformers' *ForSequenceClassification (nn/heads.h), for every family the
+// Auto layer builds (nn/auto.h).
 //
 // Data: train_file / validation_file in TSV, CSV or JSONL (Note [Labeled
 // file formats] in data/finetune_data.h; --no-header for headerless TSV/CSV,
@@ -22,7 +23,8 @@
 // fine-tuned classifier, else from the training file; a validation label
 // outside it is an error naming the file and line. A fine-tuned model's
 // problem_type decides for evaluation, and flags that contradict it are an
-// error. The saved config has architectures ["BertForSequenceClassification"],
+// error. The saved config has architectures [the family's class, e.g.
+// "BertForSequenceClassification" or "RobertaForSequenceClassification"],
 // problem_type and id2label / label2id (regression: {"0": "LABEL_0"}, as
 // transformers), so transformers loads the result as the same problem.
 // Sequences are truncated to max_seq_length and padded per batch.
@@ -33,7 +35,7 @@
 
 #include "kiln/data/dataloader.h"
 #include "kiln/data/finetune_data.h"
-#include "kiln/nn/bert.h"
+#include "kiln/nn/heads.h"
 #include "kiln/train/trainer.h"
 
 namespace kiln::train {
@@ -75,7 +77,7 @@ class ClassificationTask final : public TrainTask {
   data::LabelKind label_kind() const;
   TrainingArguments args_;
   BertConfig config_;
-  std::shared_ptr<nn::BertForSequenceClassification> model_;
+  std::shared_ptr<nn::SequenceClassifier> model_;
   std::map<std::string, std::string> tokenizer_files_;
   std::vector<std::string> label_set_;
   std::string problem_type_ = "single_label_classification";
@@ -88,7 +90,7 @@ class ClassificationTask final : public TrainTask {
 // Loss, correct count and tokens of one batch: correct examples (single
 // label), exact matches (multi-label), none counted for regression.
 // `logits` (when given) receives the batch's logits (B, num_labels) on the CPU.
-MicroBatch classification_forward(const nn::BertForSequenceClassification& model,
+MicroBatch classification_forward(const nn::SequenceClassifier& model,
                                   const data::ClassificationBatch& batch, Tensor* logits = nullptr);
 
 }  // namespace kiln::train

@@ -51,7 +51,7 @@ std::shared_ptr<const data::Corpus> open_corpus(const std::string& file, const c
 
 }  // namespace
 
-MicroBatch mlm_forward(const nn::BertForMaskedLM& model, const data::PretrainingBatch& batch) {
+MicroBatch mlm_forward(const nn::MaskedLanguageModel& model, const data::PretrainingBatch& batch) {
   // ids, mask, type ids, labels: (B, T); logits: (M, V) at the M labelled positions, row-major order.
   // The inputs go to the model's device; the counts below read the CPU batch.
   const Device dev = model_device(model);
@@ -126,8 +126,8 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   const int64_t vocab_size = static_cast<int64_t>(tokenizer->vocab_size());
   if (!args.model.empty()) {
     nn::LoadReport report;
-    model_ = nn::from_pretrained<nn::BertForMaskedLM>(args.model, &report);
-    config_ = model_->bert->config;
+    model_ = nn::AutoModelForMaskedLM::from_pretrained(args.model, &report);
+    config_ = model_->model_config();
     if (!report.new_heads.empty())
       out << "note: " << args.model << " has no masked-LM head; " << report.new_heads.size()
           << " tensors start from a fresh initialisation\n";
@@ -142,12 +142,12 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
       config_ = BertConfig::preset(args.config);
       config_.vocab_size = vocab_size;
     }
-    model_ = std::make_shared<nn::BertForMaskedLM>(config_);
+    model_ = nn::AutoModelForMaskedLM::from_config(config_);
   }
   move_model_to_device(*model_, args.device);
   KILN_CHECK(config_.vocab_size == vocab_size, "the vocabulary has ", vocab_size, " tokens but the model's vocab_size is ",
              config_.vocab_size);
-  config_.architectures = {"BertForMaskedLM"};
+  config_.architectures = {nn::model_family(config_.model_type).architecture(nn::ModelTask::MaskedLM)};
   check_max_seq_length(args.max_seq_length, config_);
 
   // Datasets and the training loader.

@@ -14,9 +14,11 @@
 // validation example with a generator seeded from (seed, example index), so
 // every evaluation sees the same masks.
 //
-// Model: --model DIR (a BertForMaskedLM / BertForPreTraining / BertModel
-// checkpoint; missing heads start fresh) or a new model from --config (a
-// config.json or preset name, vocab_size set to the tokenizer's); the
+// Model: --model DIR (a masked-LM or base checkpoint of any family the Auto
+// layer builds, nn/auto.h: BertForMaskedLM, BertForPreTraining, BertModel,
+// RobertaForMaskedLM, ...; missing heads start fresh) or a new model from
+// --config (a config.json of such a family, or a BERT preset name with
+// vocab_size set to the tokenizer's); the
 // synthetic corpus without --config uses a small default
 // (L2 H128 A2 F512, 128 positions).
 #pragma once
@@ -26,7 +28,7 @@
 
 #include "kiln/data/dataloader.h"
 #include "kiln/data/pretraining.h"
-#include "kiln/nn/bert.h"
+#include "kiln/nn/heads.h"
 #include "kiln/train/trainer.h"
 
 namespace kiln::train {
@@ -64,7 +66,7 @@ class MlmTask final : public TrainTask {
                                       std::shared_ptr<const data::Sampler> sampler, int64_t batch_size) const;
   TrainingArguments args_;
   BertConfig config_;
-  std::shared_ptr<nn::BertForMaskedLM> model_;
+  std::shared_ptr<nn::MaskedLanguageModel> model_;
   std::map<std::string, std::string> tokenizer_files_;
   int32_t pad_id_ = 0;
   double unigram_baseline_;
@@ -78,6 +80,6 @@ class MlmTask final : public TrainTask {
 // token (labels all -100: e.g. only [UNK] tokens, or whole-word masking
 // finding no word short enough) has loss 0 and gives zero gradients, not
 // NaN (Note [No masked tokens] in train/mlm_task.cpp).
-MicroBatch mlm_forward(const nn::BertForMaskedLM& model, const data::PretrainingBatch& batch);
+MicroBatch mlm_forward(const nn::MaskedLanguageModel& model, const data::PretrainingBatch& batch);
 
 }  // namespace kiln::train

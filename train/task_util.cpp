@@ -32,8 +32,9 @@ std::unique_ptr<data::TextTokenizer> load_tokenizer(const std::string& model_dir
 
 void check_max_seq_length(int64_t max_seq_length, const BertConfig& config) {
   KILN_CHECK(max_seq_length > 2, "--max-seq-length must be > 2, got ", max_seq_length);
-  KILN_CHECK(max_seq_length <= config.max_position_embeddings, "--max-seq-length ", max_seq_length,
-             " exceeds the model's max_position_embeddings (", config.max_position_embeddings, ")");
+  KILN_CHECK(max_seq_length <= config.max_sequence_length(), "--max-seq-length ", max_seq_length,
+             " exceeds the ", config.max_sequence_length(), " tokens the model's max_position_embeddings (",
+             config.max_position_embeddings, ") allow");
 }
 
 void move_model_to_device(nn::Module& model, const std::string& device) {

@@ -18,13 +18,14 @@
 namespace kiln::train {
 
 // The task args.task names (for_training = false: kiln evaluate / predict,
-// where a fine-tuned model's architecture decides: a
-// BertForTokenClassification config makes a token-classification task).
+// where a fine-tuned model's architecture decides (nn::task_name_of): a
+// *ForTokenClassification config makes a token-classification task).
 std::unique_ptr<TrainTask> make_finetune_task(TrainingArguments args, std::ostream& out, bool for_training = true);
 
-// "token-classification" for a model directory whose config.json names
-// BertForTokenClassification, "sequence-classification" for
-// BertForSequenceClassification, else "" (a base or masked-LM model).
+// "token-classification" or "sequence-classification" for a model directory
+// whose config.json names its family's *ForTokenClassification or
+// *ForSequenceClassification, else "" (a base or masked-LM model). Kept for
+// 0.2 programs: the answer is the Auto layer's, nn::task_name_of (nn/auto.h).
 std::string finetuned_task_of(const std::string& model_dir);
 
 }  // namespace kiln::train

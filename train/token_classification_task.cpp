@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "kiln.h"
+#include "nn/auto.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/model_size.h"
 #include "train/task_loader.h"
@@ -15,8 +16,6 @@
 namespace kiln::train {
 
 namespace {
-
-constexpr const char* kArchitecture = "BertForTokenClassification";
 
 // --label-column for CoNLL files: the default ("label") or "" is the last
 // column; otherwise a 1-based column index.
@@ -32,7 +31,7 @@ int64_t conll_label_column(const std::string& flag) {
 
 }  // namespace
 
-MicroBatch token_classification_forward(const nn::BertForTokenClassification& model,
+MicroBatch token_classification_forward(const nn::TokenClassifier& model,
                                         const data::TokenClassificationBatch& batch,
                                         std::vector<int64_t>* predictions) {
   // inputs, labels: (B, T); logits: (B, T, L). The inputs go to the model's
@@ -74,9 +73,12 @@ TokenClassificationTask::TokenClassificationTask(const TrainingArguments& args, 
   const BertConfig base = nn::load_config(args.model);
   check_vocab_matches(base, tokenizer_->vocab_size(), args.model + "/config.json");
   check_max_seq_length(args.max_seq_length, base);
-  label_set_ = finetuned_labels(base, kArchitecture, args.model + "/config.json");
+  // the family's class: BertForTokenClassification, RobertaForTokenClassification, ...
+  const std::string architecture =
+      nn::model_family(base.model_type, args.model + "/config.json").architecture(nn::ModelTask::TokenClassification);
+  label_set_ = finetuned_labels(base, architecture, args.model + "/config.json");
   KILN_CHECK(for_training || !label_set_.empty(), args.model,
-             " is not a fine-tuned token classifier (its config.json has no ", kArchitecture, " id2label)");
+             " is not a fine-tuned token classifier (its config.json has no ", architecture, " id2label)");
   const size_t max_len = static_cast<size_t>(args.max_seq_length);
   if (for_training) {
     data::ConllDataset train = data::read_conll(args.train_file, file_options());
@@ -94,14 +96,14 @@ TokenClassificationTask::TokenClassificationTask(const TrainingArguments& args, 
   }
 
   nn::LoadReport report;
-  model_ = nn::from_pretrained<nn::BertForTokenClassification>(args.model, &report,
-                                                               static_cast<int64_t>(label_set_.size()));
+  model_ = nn::AutoModelForTokenClassification::from_pretrained(args.model, static_cast<int64_t>(label_set_.size()),
+                                                                &report);
   if (!report.new_heads.empty() && for_training)
     out << "note: a new token classifier head (" << report.new_heads.size()
         << " tensors) starts from a fresh initialisation\n";
   move_model_to_device(*model_, args.device);
-  config_ = model_->bert->config;
-  set_label_maps(config_, kArchitecture, label_set_);
+  config_ = model_->model_config();
+  set_label_maps(config_, architecture, label_set_);
   if (train_set_) train_loader_ = make_loader(train_set_, true, args.batch_size);
 }
 

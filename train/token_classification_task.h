@@ -17,10 +17,10 @@
 // subword, and entity-level precision, recall and F1 (plus token accuracy)
 // are seqeval's (train/task_metrics.h), over the words of every sentence.
 //
-// Model: BertForTokenClassification (a fresh classifier head when --model is
-// a base model). The saved config has architectures
-// ["BertForTokenClassification"] and id2label / label2id, so transformers'
-// AutoModelForTokenClassification loads the directory.
+// Model: the family's *ForTokenClassification (nn/auto.h; a fresh classifier
+// head when --model is a base model). The saved config has architectures
+// [that class, e.g. "BertForTokenClassification"] and id2label / label2id, so
+// transformers' AutoModelForTokenClassification loads the directory.
 #pragma once
 #include <memory>
 #include <optional>
@@ -30,7 +30,7 @@
 
 #include "kiln/data/dataloader.h"
 #include "kiln/data/token_data.h"
-#include "kiln/nn/bert.h"
+#include "kiln/nn/heads.h"
 #include "kiln/train/trainer.h"
 
 namespace kiln::train {
@@ -75,7 +75,7 @@ class TokenClassificationTask final : public TrainTask {
   TrainingArguments args_;
   BertConfig config_;
   std::unique_ptr<data::TextTokenizer> tokenizer_;
-  std::shared_ptr<nn::BertForTokenClassification> model_;
+  std::shared_ptr<nn::TokenClassifier> model_;
   std::map<std::string, std::string> tokenizer_files_;
   std::vector<std::string> label_set_;
   int32_t pad_id_ = 0;
@@ -87,7 +87,7 @@ class TokenClassificationTask final : public TrainTask {
 
 // Loss, correct count (over labelled positions) and tokens of one batch;
 // `predictions` (when given) receives the argmax label of every position, (B * T) row-major.
-MicroBatch token_classification_forward(const nn::BertForTokenClassification& model,
+MicroBatch token_classification_forward(const nn::TokenClassifier& model,
                                         const data::TokenClassificationBatch& batch,
                                         std::vector<int64_t>* predictions = nullptr);
 

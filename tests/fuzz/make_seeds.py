@@ -16,6 +16,8 @@
                                    model.safetensors, optimizer.safetensors,
                                    trainer_state.json joined by "\n--8<--\n")
   tests/fuzz/corpus/metrics_jsonl/ metrics.jsonl files
+  tests/fuzz/corpus/weight_index/  model.safetensors.index.json files (sharded
+                                   checkpoints) and hostile ones
   tests/fuzz/crashes/              inputs that still crash a target (not replayed;
                                    see crashes/README.md; none at present: the
                                    four found so far are fixed and replayed)
@@ -132,6 +134,11 @@ def bert_config_seeds():
     write("bert_config", "bad_prob", config(hidden_dropout_prob=1.5))
     write("bert_config", "bad_act", config(hidden_act="gelu_10"))
     write("bert_config", "bad_json", '{"vocab_size": 30522, "hidden_size": ')
+    write("bert_config", "roberta", config(model_type="roberta", pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                           max_position_embeddings=514, type_vocab_size=1))
+    write("bert_config", "xlm_roberta", config(model_type="xlm-roberta", vocab_size=250002,
+                                               architectures=["XLMRobertaForSequenceClassification"]))
+    write("bert_config", "bad_family", config(model_type="gpt2"))
 
 
 
@@ -583,6 +590,22 @@ def large_seeds(target):
     raise SystemExit("make_seeds.py: no large inputs for target '%s'" % target)
 
 
+def weight_index_seeds():
+    shard = "model-%05d-of-00002.safetensors"
+    good = {"metadata": {"total_size": 1024},
+            "weight_map": {"roberta.embeddings.word_embeddings.weight": shard % 1,
+                           "lm_head.bias": shard % 2}}
+    write("weight_index", "two_shards", json.dumps(good, indent=2))
+    write("weight_index", "no_metadata", json.dumps({"weight_map": {"a": "model.safetensors"}}))
+    for name, target in [("escape", "../outside.safetensors"), ("absolute", "/etc/passwd"),
+                         ("dot", "."), ("empty_name", ""), ("number", 7)]:
+        write("weight_index", "bad_" + name, json.dumps({"weight_map": {"a": target}}))
+    write("weight_index", "bad_empty_map", json.dumps({"weight_map": {}}))
+    write("weight_index", "bad_array", json.dumps({"weight_map": ["a", "b"]}))
+    write("weight_index", "bad_duplicate", '{"weight_map": {"a": "x", "a": "y"}}')
+    write("weight_index", "bad_json", '{"weight_map": {"a": ')
+
+
 def write_large(target, directory):
     os.makedirs(directory, exist_ok=True)
     for name, data in large_seeds(target):
@@ -604,4 +627,5 @@ if __name__ == "__main__":
     args_file_seeds()
     checkpoint_seeds()
     metrics_jsonl_seeds()
+    weight_index_seeds()
     crash_inputs()

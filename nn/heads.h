@@ -1,0 +1,103 @@
+// Note [Task model interfaces]
+// What a training task, a tool or the exporter needs of a model, whatever its
+// family: each task's interface is an abstract Module, and each family's
+// class for that task (BertForSequenceClassification,
+// RobertaForSequenceClassification, ...) derives from it. The Auto layer
+// (nn/auto.h) builds the family's class from a config.json and hands it out
+// as the interface, so train/, tools/ and export/ never name a family, and a
+// new family adds files (nn/models/), not branches.
+//
+//   ids, attention_mask, token_type_ids: (B, T) int64 (mask 1 = attend;
+//   undefined: all ones / all zeros); hidden states (B, T, C).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "kiln/nn/bert_config.h"
+#include "kiln/nn/module.h"
+
+namespace kiln::nn {
+
+struct EncoderOutputs {
+  Tensor last_hidden_state;  // (B, T, C)
+  Tensor pooler_output;      // (B, C) or undefined without a pooler
+};
+using BertOutputs = EncoderOutputs;
+
+struct MaskedLMOutput {
+  Tensor loss;    // scalar, when labels were given
+  Tensor logits;  // (B, T, V) without labels; (M, V) at the M labelled positions with labels
+};
+
+struct ClassificationOutput {
+  Tensor loss;    // when labels were given
+  Tensor logits;  // (B, num_labels); token classification: (B, T, num_labels)
+};
+
+// A base encoder (BertModel, RobertaModel, ...): hidden states, and the
+// pooled first token when it has a pooler.
+class EncoderModel : public Module {
+ public:
+  virtual EncoderOutputs forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
+                                 const Tensor& token_type_ids = Tensor()) const = 0;
+  virtual const BertConfig& model_config() const = 0;
+};
+
+// Masked language modelling. labels (B, T) with -100 where no prediction is
+// wanted; with labels the head runs only at labelled positions.
+class MaskedLanguageModel : public Module {
+ public:
+  virtual MaskedLMOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
+                                 const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const = 0;
+  virtual const BertConfig& model_config() const = 0;
+};
+
+// Sequence classification, as transformers' *ForSequenceClassification: the
+// loss follows problem_type, or when it is unset, transformers' rule: one
+// label -> "regression"; integer labels -> "single_label_classification";
+// else "multi_label_classification".
+//   regression: mse_loss(logits, labels), labels (B) or (B, num_labels) float;
+//   single_label_classification: cross_entropy, labels (B) int64;
+//   multi_label_classification: binary_cross_entropy_with_logits, labels
+//     (B, num_labels) of 0/1 (any float dtype).
+class SequenceClassifier : public Module {
+ public:
+  SequenceClassifier(int64_t num_labels, std::optional<std::string> problem_type);
+  virtual ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
+                                       const Tensor& token_type_ids = Tensor(),
+                                       const Tensor& labels = Tensor()) const = 0;
+  virtual const BertConfig& model_config() const = 0;
+  // The problem type a batch with these labels trains as (the rule above).
+  std::string problem_type_for(const Tensor& labels) const;
+  // The loss of logits (B, num_labels) against labels, by problem_type_for.
+  Tensor loss(const Tensor& logits, const Tensor& labels) const;
+  int64_t num_labels;
+  std::optional<std::string> problem_type;  // from the config
+};
+
+// Token classification: a label per position; cross-entropy over the
+// positions whose label is not -100. labels (B, T) int64 -> logits (B, T, num_labels).
+class TokenClassifier : public Module {
+ public:
+  explicit TokenClassifier(int64_t num_labels);
+  virtual ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
+                                       const Tensor& token_type_ids = Tensor(),
+                                       const Tensor& labels = Tensor()) const = 0;
+  virtual const BertConfig& model_config() const = 0;
+  // Cross-entropy of logits (B, T, num_labels) against labels (B, T) (-100 ignored).
+  Tensor loss(const Tensor& logits, const Tensor& labels) const;
+  int64_t num_labels;
+};
+
+// The additive attention bias (B, 1, 1, T) of a (B, T) attention mask: 0
+// where attended, the float's lowest value where masked (as transformers);
+// undefined for an undefined mask. `like` gives dtype and device.
+Tensor attention_mask_bias(const Tensor& attention_mask, const Tensor& ids, const Tensor& like);
+
+// The rows of h (B, T, C) where labels (B, T) != -100, (M, C), and those
+// labels (M): what a masked-LM head runs on when labels are given.
+std::pair<Tensor, Tensor> labelled_rows(const Tensor& h, const Tensor& labels);
+
+}  // namespace kiln::nn

@@ -1,0 +1,46 @@
+// The model families kiln builds from a Hugging Face config.json, by its
+// model_type (as transformers' Auto mappings): each family is a config, its
+// modules and its weight-name map, in its own files (nn/models/), and one line
+// in model_families() (nn/model_family.cpp). Nothing above nn/ names a family:
+// it asks the Auto layer (nn/auto.h) for a task's interface (nn/heads.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/nn/bert_config.h"
+#include "kiln/nn/heads.h"
+#include "kiln/nn/hf_checkpoint.h"
+
+namespace kiln::nn {
+
+// The heads a family has, as transformers' AutoModel / AutoModelFor* classes.
+enum class ModelTask { Base, MaskedLM, SequenceClassification, TokenClassification };
+
+struct ModelFamily {
+  std::string model_type;    // config.json's "model_type"
+  std::string class_prefix;  // transformers' class names: "Bert" -> BertModel, BertForMaskedLM, ...
+  WeightNames names;
+  std::shared_ptr<EncoderModel> (*base)(const BertConfig&, bool add_pooling_layer);
+  std::shared_ptr<MaskedLanguageModel> (*masked_lm)(const BertConfig&);
+  std::shared_ptr<SequenceClassifier> (*sequence_classification)(const BertConfig&, int64_t num_labels);
+  std::shared_ptr<TokenClassifier> (*token_classification)(const BertConfig&, int64_t num_labels);
+
+  // The transformers class of a task: "RobertaForSequenceClassification".
+  std::string architecture(ModelTask task) const;
+};
+
+// Every family, in the order supported_model_types() lists them.
+const std::vector<const ModelFamily*>& model_families();
+std::vector<std::string> supported_model_types();
+// The family of a model_type; kiln::Error "<source>: model_type 'x' is not
+// supported (kiln supports: bert, roberta, ...)" for any other.
+const ModelFamily& model_family(const std::string& model_type, const std::string& source = "config.json");
+
+// The family files' entries (nn/models/*_family.cpp).
+const ModelFamily& bert_family();
+const ModelFamily& roberta_family();
+const ModelFamily& xlm_roberta_family();
+
+}  // namespace kiln::nn

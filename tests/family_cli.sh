@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A non-BERT family through every tool, from the outside (nn/auto.h): an
+# XLM-R-shaped model with the real XLM-R tokenizer is pretrained from a
+# config.json (kiln pretrain --config), fine-tuned on SST-2 sentences (kiln
+# finetune), then evaluated, asked for predictions, embeddings and, when
+# this build has the exporter, an ONNX file. Each saved config keeps the
+# family's classes; an unknown model_type is one clear error.
+#
+#   tests/family_cli.sh KILN DATA WORK_DIR   (KILN_DATA overrides DATA)
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cli_util.sh"  # fail, expect_error
+kiln=$1 data=${KILN_DATA:-$2} work=$3
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work" || exit 1
+tok=$data/tokenizers/xlm-roberta/tokenizer.json
+
+cat >config.json <<'JSON'
+{"model_type": "xlm-roberta", "vocab_size": 250002, "hidden_size": 32, "num_hidden_layers": 1,
+ "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 34, "type_vocab_size": 1,
+ "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2}
+JSON
+head -c 200000 "$data/wikitext-2/valid.txt" >text.txt
+"$kiln" pretrain --config config.json --tokenizer "$tok" --train-file text.txt --max-seq-length 32 --batch-size 8 \
+  --max-steps 3 --save-steps 0 --output-dir base >pretrain.log 2>&1 || { cat pretrain.log; fail "pretrain --config (xlm-roberta)"; }
+grep -q '"XLMRobertaForMaskedLM"' base/config.json || fail "base/config.json does not name XLMRobertaForMaskedLM"
+grep -q '"model_type": "xlm-roberta"' base/config.json || fail "base/config.json lost its model_type"
+[[ -f base/tokenizer.json ]] || fail "pretrain did not save the tokenizer beside the model"
+
+head -n 201 "$data/sst2/train.tsv" >train.tsv
+head -n 41 "$data/sst2/dev.tsv" >dev.tsv
+"$kiln" finetune --model base --train-file train.tsv --validation-file dev.tsv --max-seq-length 32 --batch-size 16 \
+  --max-steps 4 --save-steps 0 --output-dir clf >finetune.log 2>&1 || { cat finetune.log; fail "finetune (xlm-roberta)"; }
+grep -q '"XLMRobertaForSequenceClassification"' clf/config.json ||
+  fail "clf/config.json does not name XLMRobertaForSequenceClassification"
+"$kiln" evaluate --model clf --validation-file dev.tsv --max-seq-length 32 >eval.txt 2>eval.err || { cat eval.err; fail "evaluate (xlm-roberta)"; }
+grep -q '"accuracy"' eval.txt || fail "evaluate lacks accuracy: $(cat eval.txt)"
+cut -f2 dev.tsv | tail -n +2 >sentences.txt
+"$kiln" predict --model clf --input dev.tsv --max-seq-length 32 >pred.txt 2>pred.err || { cat pred.err; fail "predict (xlm-roberta)"; }
+[[ $(wc -l <pred.txt) -eq 40 ]] || fail "predict: expected 40 lines, got $(wc -l <pred.txt)"
+"$kiln" embed --model base <sentences.txt >emb.txt 2>emb.err || { cat emb.err; fail "embed (xlm-roberta)"; }
+[[ $(wc -l <emb.txt) -eq 40 && $(head -1 emb.txt | wc -w) -eq 32 ]] || fail "embed: expected 40 lines of 32 numbers"
+if "$kiln" export --help 2>&1 | grep -q -- "--output"; then
+  "$kiln" export --model clf --output clf.onnx >export.log 2>&1 || { cat export.log; fail "export (xlm-roberta)"; }
+  [[ -s clf.onnx ]] || fail "export wrote no clf.onnx"
+fi
+
+mkdir -p other
+sed 's/"xlm-roberta"/"gpt_neox"/' clf/config.json >other/config.json
+cp clf/model.safetensors other/
+expect_error "an unknown model_type" "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta)" \
+  "$kiln" predict --model other --input sentences.txt
+expect_error "max-seq-length past the padding offset" "exceeds the 32 tokens" \
+  "$kiln" finetune --model base --train-file train.tsv --max-seq-length 33 --max-steps 1 --output-dir never
+
+[[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
+echo "family_cli: all checks passed"

@@ -1,0 +1,379 @@
+// RoBERTa and XLM-RoBERTa against transformers (the parity oracle: no real
+// weights of these families can be installed here). transformers 4.36 (in
+// .venv-hf) builds randomly initialised models of each family at two sizes,
+// saves them and records what they compute
+// (tests/reference/encoder_family_reference.py); kiln loads the same
+// directories through the Auto layer (nn/auto.h) and must give the same
+// per-position outputs with padding (1e-4), loss and gradients of a training
+// step (1e-4 relative); directories kiln saves must load back in
+// transformers with the same outputs; and a model of the real XLM-R
+// tokenizer's vocabulary runs end to end from SST-2 text.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/tokenizer/pipeline_tokenizer.h"
+#include "kiln.h"
+#include "nn/auto.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::env_or;
+using testing::quoted;
+
+std::string source_file(const char* rel) {
+  std::string path = KILN_SOURCE_DIR;
+  path += rel;
+  return path;
+}
+std::string hf_python() { return env_or("KILN_HF_PYTHON", source_file("/.venv-hf/bin/python")); }
+std::string reference_script() { return source_file("/tests/reference/encoder_family_reference.py"); }
+
+struct Reference {
+  std::string dir;
+  json manifest;
+};
+
+// Builds the reference directories once per build (every test process of
+// this file reuses them); built aside and renamed, so a concurrent test
+// process never reads a half-written one.
+const Reference& reference() {
+  static Reference r = [] {
+    const std::string dir = std::string(KILN_BINARY_DIR) + "/encoder_families";
+    if (!fs::exists(dir + "/manifest.json")) {
+      const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+      fs::create_directories(tmp);
+      const std::string tokenizer = testing::data_file("tokenizers/xlm-roberta/tokenizer.json");
+      const std::string ids = tmp + "/text_ids.json";
+      const std::string tok_cmd = quoted(testing::python()) + " " + quoted(reference_script()) + " tokenize --tokenizer " +
+                                  quoted(tokenizer) + " --sentences " + quoted(testing::data_file("sst2/dev.tsv")) +
+                                  " --out " + quoted(ids);
+      if (std::system(tok_cmd.c_str()) != 0) throw Error("reference tokenization failed: " + tok_cmd);
+      const std::string cmd = quoted(hf_python()) + " " + quoted(reference_script()) + " build --workdir " + quoted(tmp) +
+                              " --text-ids " + quoted(ids) + " --xlmr-tokenizer " + quoted(tokenizer);
+      if (std::system(cmd.c_str()) != 0) throw Error("reference script failed: " + cmd);
+      std::error_code ec;
+      fs::rename(tmp, dir, ec);  // another process may have won: then its copy is used
+      if (ec) fs::remove_all(tmp, ec);
+    }
+    std::ifstream f(dir + "/manifest.json");
+    return Reference{dir, json::parse(f)};
+  }();
+  return r;
+}
+
+double max_abs(const Tensor& t) { return t.numel() ? amax(abs(t.to(DType::Float64))).item<double>() : 0.0; }
+double max_abs_diff(const Tensor& a, const Tensor& b) { return max_abs(sub(a.to(DType::Float64), b.to(DType::Float64))); }
+
+// Zeroes the padded positions of a (B, T, ...) tensor: neither side's values there are read.
+Tensor at_tokens(const Tensor& x, const Tensor& mask) {
+  Tensor m = to_dtype(mask, DType::Float64);
+  while (m.dim() < x.dim()) m = m.unsqueeze(-1);
+  return mul(x.to(DType::Float64), m);
+}
+
+struct HeadRun {
+  Tensor loss;
+  Tensor output;  // logits, or last_hidden_state for the base model
+  Tensor pooled;  // base model only
+};
+
+// Loads <case>/<head> through the Auto layer and runs the reference's step:
+// forward with the golden inputs and labels, the loss, backward.
+HeadRun run_head(const std::string& model_dir, const std::string& head, const std::map<std::string, Tensor>& g,
+                 std::shared_ptr<nn::Module>* model_out = nullptr) {
+  const Tensor& ids = g.at("input_ids");
+  const Tensor& mask = g.at("attention_mask");
+  HeadRun r;
+  std::shared_ptr<nn::Module> model;
+  nn::LoadReport report;
+  if (head == "Model") {
+    auto m = nn::AutoModel::from_pretrained(model_dir, &report);
+    nn::EncoderOutputs o = m->forward(ids, mask);
+    r.output = o.last_hidden_state;
+    r.pooled = o.pooler_output;
+    // the reference's loss: mean((h * mask)^2) + sum(pooled)
+    Tensor hm = mul(o.last_hidden_state, to_dtype(mask, DType::Float32).unsqueeze(-1));
+    r.loss = add(mean(mul(hm, hm)), sum(o.pooler_output));
+    model = m;
+  } else if (head == "ForMaskedLM") {
+    auto m = nn::AutoModelForMaskedLM::from_pretrained(model_dir, &report);
+    r.output = m->forward(ids, mask).logits;
+    r.loss = m->forward(ids, mask, Tensor(), g.at("labels")).loss;
+    model = m;
+  } else if (head == "ForSequenceClassification") {
+    auto m = nn::AutoModelForSequenceClassification::from_pretrained(model_dir, 3, &report);
+    nn::ClassificationOutput o = m->forward(ids, mask, Tensor(), g.count("labels") ? g.at("labels") : Tensor());
+    r.output = o.logits;
+    r.loss = o.loss;
+    model = m;
+  } else {
+    auto m = nn::AutoModelForTokenClassification::from_pretrained(model_dir, 5, &report);
+    nn::ClassificationOutput o = m->forward(ids, mask, Tensor(), g.at("labels"));
+    r.output = o.logits;
+    r.loss = o.loss;
+    model = m;
+  }
+  EXPECT_TRUE(report.new_heads.empty()) << model_dir << ": " << report.new_heads.front();
+  EXPECT_TRUE(report.ignored.empty()) << model_dir << ": " << report.ignored.front();
+  if (model_out) *model_out = model;
+  return r;
+}
+
+void expect_outputs_match(const HeadRun& r, const std::string& head, const std::map<std::string, Tensor>& g,
+                          const std::string& what) {
+  const Tensor& mask = g.at("attention_mask");
+  const bool per_token = head != "ForSequenceClassification";
+  const Tensor& want = head == "Model" ? g.at("last_hidden_state") : g.at("logits");
+  ASSERT_EQ(r.output.sizes(), want.sizes()) << what;
+  const double diff = per_token ? max_abs_diff(at_tokens(r.output, mask), at_tokens(want, mask))
+                                : max_abs_diff(r.output, want);
+  EXPECT_LE(diff, 1e-4) << what << ": outputs differ by " << diff;
+  if (head == "Model") {
+    EXPECT_LE(max_abs_diff(r.pooled, g.at("pooler_output")), 1e-4) << what;
+  }
+}
+
+TEST(EncoderFamilies, OutputsLossAndGradientsMatchTransformers) {
+  const Reference& ref = reference();
+  int compared = 0;
+  for (const std::string c : ref.manifest["cases"]) {
+    if (c == "xlmr-text") continue;
+    for (const std::string head : ref.manifest["heads"]) {
+      const std::string what = c + "/" + head;
+      SCOPED_TRACE(what);
+      const auto g = nn::load_safetensors(ref.dir + "/" + c + "/" + head + ".golden.safetensors");
+      std::shared_ptr<nn::Module> model;
+      manual_seed(1);
+      HeadRun r = run_head(ref.dir + "/" + c + "/" + head, head, g, &model);
+      expect_outputs_match(r, head, g, what);
+      const double want_loss = g.at("loss").item<double>();
+      EXPECT_NEAR(r.loss.item<double>(), want_loss, 1e-5 * std::max(1.0, std::abs(want_loss))) << what;
+      r.loss.backward();
+      // Relative to the tensor's largest gradient, with a floor of 1e-3 of the
+      // largest of any tensor: the key biases' gradient is zero in exact
+      // arithmetic (a bias on every key of a query shifts its scores alike,
+      // which softmax ignores), so both sides hold only rounding noise there.
+      double largest = 0.0;
+      for (const auto& [k, t] : g)
+        if (k.rfind("grad.", 0) == 0) largest = std::max(largest, max_abs(t));
+      size_t grads = 0;
+      for (const auto& [name, p] : model->named_parameters()) {
+        const auto it = g.find("grad." + name);
+        ASSERT_NE(it, g.end()) << what << ": transformers has no gradient for " << name;
+        ASSERT_TRUE(p.grad().defined()) << what << ": no gradient for " << name;
+        const double scale = std::max(max_abs(it->second), 1e-3 * largest);
+        EXPECT_LE(max_abs_diff(p.grad(), it->second) / scale, 1e-4) << what << ": gradient of " << name;
+        ++grads;
+      }
+      size_t want_grads = 0;
+      for (const auto& [k, t] : g) want_grads += k.rfind("grad.", 0) == 0 ? 1 : 0;
+      EXPECT_EQ(grads, want_grads) << what << ": parameter count";
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 16);  // 2 families x 2 sizes x 4 heads
+}
+
+// kiln's own save of each head loads in transformers (no missing or
+// unexpected weights) and computes there what it computes in kiln.
+TEST(EncoderFamilies, SavedDirectoriesLoadBackInTransformers) {
+  const Reference& ref = reference();
+  for (const std::string c : {"roberta-small", "xlm-roberta-small"}) {
+    for (const std::string head : ref.manifest["heads"]) {
+      const std::string what = c + "/" + head;
+      SCOPED_TRACE(what);
+      const std::string src = ref.dir + "/" + c + "/" + head;
+      const auto g = nn::load_safetensors(src + ".golden.safetensors");
+      const BertConfig config = nn::load_config(src);
+      std::shared_ptr<nn::Module> model;
+      HeadRun r;
+      {
+        NoGradGuard no_grad;
+        r = run_head(src, head, g, &model);
+      }
+      const std::string dir = std::string(KILN_BINARY_DIR) + "/encoder_families_saved_" + c + "_" + head + "_" +
+                              std::to_string(::getpid());
+      nn::save_pretrained(*model, config, dir);
+      EXPECT_EQ(nn::task_name_of(dir), head == "Model"                       ? "base"
+                                       : head == "ForMaskedLM"               ? "masked-lm"
+                                       : head == "ForSequenceClassification" ? "sequence-classification"
+                                                                             : "token-classification");
+      const std::string in = dir + "/inputs.safetensors", out = dir + "/outputs.safetensors";
+      nn::save_safetensors(in, {{"input_ids", g.at("input_ids")}, {"attention_mask", g.at("attention_mask")}});
+      const std::string cmd = quoted(hf_python()) + " " + source_file("/tests/reference/hf_load_check.py") + " --model-dir " +
+                              quoted(dir) + " --arch " + config.architectures.at(0) + " --inputs " + quoted(in) +
+                              " --out " + quoted(out);
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+      const Tensor hf = nn::load_safetensors(out).at("output");
+      const Tensor& mask = g.at("attention_mask");
+      ASSERT_EQ(hf.sizes(), r.output.sizes());
+      const double diff = head == "ForSequenceClassification" ? max_abs_diff(hf, r.output)
+                                                              : max_abs_diff(at_tokens(hf, mask), at_tokens(r.output, mask));
+      EXPECT_LE(diff, 1e-5) << what;
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  }
+}
+
+// The real XLM-R tokenizer (tokenizer.json beside the model, as the
+// reference saved it) gives transformers' ids for SST-2 sentences, and a
+// model of its vocabulary gives transformers' outputs from them.
+TEST(EncoderFamilies, XlmrEndToEndFromText) {
+  const Reference& ref = reference();
+  const std::string base = ref.dir + "/xlmr-text/Model";
+  const json text = json::parse(std::ifstream(ref.dir + "/text_ids.json"));
+  auto tok = data::open_text_tokenizer(base);
+  const std::vector<std::string> sentences = text["sentences"];
+  ASSERT_EQ(sentences.size(), 4u);
+  EXPECT_EQ(tok->pad_id(), 1);
+  const std::vector<data::Encoding> enc = tok->encode_batch(sentences);
+  const auto g = nn::load_safetensors(base + ".golden.safetensors");
+  const Tensor& ids = g.at("input_ids");
+  const std::vector<int64_t> want = ids.to_vector<int64_t>();
+  for (size_t i = 0; i < enc.size(); ++i) {
+    const size_t T = static_cast<size_t>(ids.size(1));
+    ASSERT_LE(enc[i].ids.size(), T);
+    for (size_t t = 0; t < T; ++t)
+      EXPECT_EQ(t < enc[i].ids.size() ? int64_t{enc[i].ids[t]} : int64_t{1}, want[i * T + t]) << "sentence " << i;
+  }
+  NoGradGuard no_grad;
+  for (const std::string head : {"Model", "ForSequenceClassification"}) {
+    const auto gh = nn::load_safetensors(ref.dir + "/xlmr-text/" + head + ".golden.safetensors");
+    expect_outputs_match(run_head(ref.dir + "/xlmr-text/" + head, head, gh), head, gh, "xlmr-text/" + head);
+  }
+}
+
+// The Auto layer names the family and head a directory holds, and refuses
+// what it cannot build with one error naming the field or tensor.
+TEST(EncoderFamilies, AutoLayerPicksFamilyAndRefusesMismatches) {
+  const Reference& ref = reference();
+  const std::string roberta = ref.dir + "/roberta-small/ForSequenceClassification";
+  EXPECT_EQ(nn::model_type_of(roberta), "roberta");
+  EXPECT_EQ(nn::model_type_of(ref.dir + "/xlm-roberta-small/Model"), "xlm-roberta");
+  EXPECT_EQ(nn::task_name_of(roberta), "sequence-classification");
+  EXPECT_EQ(nn::task_name_of(ref.dir + "/roberta-small/ForTokenClassification"), "token-classification");
+  EXPECT_EQ(nn::task_name_of(ref.dir + "/roberta-small/ForMaskedLM"), "masked-lm");
+  EXPECT_EQ(nn::supported_model_types(), (std::vector<std::string>{"bert", "roberta", "xlm-roberta"}));
+
+  const std::string tmp = std::string(KILN_BINARY_DIR) + "/encoder_families_bad_" + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  const auto variant = [&](const std::string& name, const std::string& weights_from,
+                           const std::function<void(json&)>& edit) {
+    const std::string d = tmp + "/" + name;
+    fs::create_directories(d);
+    fs::copy_file(weights_from + "/model.safetensors", d + "/model.safetensors");
+    json c = json::parse(std::ifstream(roberta + "/config.json"));
+    edit(c);
+    std::ofstream(d + "/config.json") << c.dump(2);
+    return d;
+  };
+  // an unknown family: one error naming it and the supported ones
+  const std::string gpt = variant("gpt", roberta, [](json& c) { c["model_type"] = "gpt_neox"; });
+  EXPECT_KILN_ERROR(nn::AutoModelForSequenceClassification::from_pretrained(gpt, 3),
+                    "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta)");
+  EXPECT_KILN_ERROR(nn::task_name_of(gpt), "model_type 'gpt_neox' is not supported");
+  // a BERT checkpoint under a RoBERTa config
+  manual_seed(3);
+  BertConfig bc = BertConfig::preset("bert-tiny");
+  bc.vocab_size = 1000;
+  bc.hidden_size = 64;
+  bc.num_attention_heads = 4;
+  bc.intermediate_size = 256;
+  bc.max_position_embeddings = 40;
+  bc.architectures = {"BertForSequenceClassification"};
+  nn::BertForSequenceClassification bert(bc, 3);
+  nn::save_pretrained(bert, bc, tmp + "/bert");
+  const std::string mixed = variant("mixed", tmp + "/bert", [](json&) {});
+  EXPECT_KILN_ERROR(nn::AutoModelForSequenceClassification::from_pretrained(mixed, 3),
+                    "' is named as a bert model's, but");
+  // shapes the config does not imply, and a missing layer
+  const std::string wide = variant("wide", roberta, [](json& c) { c["hidden_size"] = 128; });
+  EXPECT_KILN_ERROR(nn::AutoModelForSequenceClassification::from_pretrained(wide, 3), "config.json implies [128]");
+  const std::string deep = variant("deep", roberta, [](json& c) { c["num_hidden_layers"] = 3; });
+  EXPECT_KILN_ERROR(nn::AutoModelForSequenceClassification::from_pretrained(deep, 3),
+                    "checkpoint lacks 'encoder.layer.2.attention.self.query.weight'");
+  // positions: RoBERTa's offset leaves max_position_embeddings - pad - 1 tokens
+  auto m = nn::AutoModel::from_pretrained(ref.dir + "/roberta-small/Model");
+  EXPECT_KILN_ERROR(m->forward(zeros({1, 39}, TensorOptions(DType::Int64))), "at most 38 tokens");
+  EXPECT_EQ(m->forward(zeros({1, 38}, TensorOptions(DType::Int64))).last_hidden_state.size(1), 38);
+  fs::remove_all(tmp);
+}
+
+// Note [Sharded checkpoints]: transformers' shards load in kiln; kiln's load
+// in transformers and in kiln bit for bit; a hostile index is refused.
+TEST(EncoderFamilies, ShardedCheckpointsBothWays) {
+  const Reference& ref = reference();
+  const std::string src = ref.dir + "/roberta-small/ForMaskedLM";
+  ASSERT_TRUE(fs::exists(src + "-sharded/model.safetensors.index.json"));
+  ASSERT_FALSE(fs::exists(src + "-sharded/model.safetensors"));
+  const auto g = nn::load_safetensors(src + ".golden.safetensors");
+  HeadRun from_shards;
+  std::shared_ptr<nn::Module> model;
+  {
+    NoGradGuard no_grad;
+    from_shards = run_head(src + "-sharded", "ForMaskedLM", g, &model);
+  }
+  expect_outputs_match(from_shards, "ForMaskedLM", g, "transformers' shards");
+
+  const std::string dir = std::string(KILN_BINARY_DIR) + "/encoder_families_shards_" + std::to_string(::getpid());
+  nn::save_pretrained(*model, nn::load_config(src), dir, "", 100'000);
+  const size_t shards = nn::weight_files(dir).size();
+  EXPECT_GE(shards, 3u);
+  EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));
+  auto again = nn::AutoModelForMaskedLM::from_pretrained(dir);
+  const auto a = model->state_dict(), b = again->state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(max_abs_diff(a[i].second, b[i].second), 0.0) << a[i].first;
+  const std::string in = dir + "_inputs.safetensors", out = dir + "_outputs.safetensors";
+  nn::save_safetensors(in, {{"input_ids", g.at("input_ids")}, {"attention_mask", g.at("attention_mask")}});
+  const std::string cmd = quoted(hf_python()) + " " + source_file("/tests/reference/hf_load_check.py") +
+                          " --model-dir " + quoted(dir) + " --arch RobertaForMaskedLM --inputs " + quoted(in) +
+                          " --out " + quoted(out);
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const Tensor& mask = g.at("attention_mask");
+  EXPECT_LE(max_abs_diff(at_tokens(nn::load_safetensors(out).at("output"), mask), at_tokens(from_shards.output, mask)),
+            1e-5);
+
+  // hostile indexes: each one error naming what is wrong
+  const std::string index = dir + "/model.safetensors.index.json";
+  const json good = json::parse(std::ifstream(index));
+  const auto with_index = [&](const json& j) { std::ofstream(index, std::ios::trunc) << j.dump(); };
+  const std::string first = good["weight_map"].begin().key();
+  const std::string shard = good["weight_map"][first];
+  const std::string other = fs::path(nn::weight_files(dir).at(shard == fs::path(nn::weight_files(dir)[0]).filename() ? 1 : 0))
+                                .filename()
+                                .string();
+  json escape = good;
+  escape["weight_map"][first] = "../" + shard;
+  with_index(escape);
+  EXPECT_KILN_ERROR(nn::AutoModelForMaskedLM::from_pretrained(dir), "not a file name in the model directory");
+  json moved = good;
+  moved["weight_map"][first] = other;
+  with_index(moved);
+  EXPECT_KILN_ERROR(nn::AutoModelForMaskedLM::from_pretrained(dir), "is mapped to shard");
+  json missing = good;
+  missing["weight_map"]["lm_head.extra"] = "model-00009-of-00009.safetensors";
+  with_index(missing);
+  EXPECT_KILN_ERROR(nn::AutoModelForMaskedLM::from_pretrained(dir), "shard 'model-00009-of-00009.safetensors' is not in");
+  json ghost = good;
+  ghost["weight_map"]["lm_head.ghost"] = shard;
+  with_index(ghost);
+  EXPECT_KILN_ERROR(nn::AutoModelForMaskedLM::from_pretrained(dir), "tensor 'lm_head.ghost' is not in its shard");
+  with_index(json{{"weight_map", json::array()}});
+  EXPECT_KILN_ERROR(nn::AutoModelForMaskedLM::from_pretrained(dir), "needs \"weight_map\"");
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace kiln
