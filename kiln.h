@@ -42,6 +42,7 @@
 #include "kiln/nn/layers.h"
 #include "kiln/nn/containers.h"
 #include "kiln/nn/bert_config.h"
+#include "kiln/nn/model_config.h"
 #include "kiln/nn/model_size.h"
 #include "kiln/nn/heads.h"
 #include "kiln/nn/bert.h"

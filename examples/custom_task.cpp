@@ -131,7 +131,7 @@ class WordCountTask final : public train::TrainTask {
   }
 
   nn::Module& model() override { return *model_; }
-  const kiln::BertConfig& config() const override { return config_; }
+  kiln::ModelConfig model_config() const override { return config_; }
   std::string kind() const override { return "word-count"; }
   size_t batches_per_epoch() const override { return loader_->num_batches(); }
   data::LoaderState loader_state() const override { return loader_->state(); }

@@ -16,7 +16,7 @@ const std::vector<std::string>& bert_tasks() {
 
 namespace {
 
-const BertConfig& config_of(const nn::Module& m, const std::string& task) {
+const ModelConfig& config_of(const nn::Module& m, const std::string& task) {
   // the task's interface (Note [Task model interfaces]): any family's model
   if (task == "embed") return dynamic_cast<const nn::EncoderModel&>(m).model_config();
   if (task == "masked-lm") return dynamic_cast<const nn::MaskedLanguageModel&>(m).model_config();
@@ -51,7 +51,7 @@ ExportSpec bert_export_spec(const nn::Module& model, const std::string& task, bo
   KILN_CHECK(std::find(bert_tasks().begin(), bert_tasks().end(), task) != bert_tasks().end(), "unknown export task '",
              task, "' (embed, masked-lm, sequence-classification or token-classification)");
   KILN_CHECK(!model.is_training(), "ONNX export: put the model in eval() mode first (dropout)");
-  const BertConfig& c = config_of(model, task);
+  const ConfigFacts& c = config_of(model, task).facts();
   ExportSpec spec;
   const std::map<int64_t, std::string> axes{{0, "batch"}, {1, "sequence"}};
   spec.inputs = {{"input_ids", axes}, {"attention_mask", axes}, {"token_type_ids", axes}};
@@ -81,7 +81,7 @@ ExportSpec bert_export_spec(const nn::Module& model, const std::string& task, bo
 }
 
 std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::string& task) {
-  const BertConfig config = nn::load_config(dir);
+  const ModelConfig config = nn::load_model_config(dir);
   if (task.empty()) {  // a fine-tuned classifier's own head; else the embeddings
     const std::string own = nn::task_name_of(dir);
     task = own == "sequence-classification" || own == "token-classification" ? own : "embed";

@@ -15,7 +15,7 @@ template <typename Build>
 auto load(const std::string& dir, LoadReport* report, Build build) {
   check_model_dir(dir, true);
   const ModelFamily& family = model_family(model_type_of(dir), dir + "/config.json");
-  const BertConfig config = pretrained_config(dir);
+  const ModelConfig config = pretrained_config(dir);
   auto model = build(family, config);
   LoadReport r = load_pretrained_weights(*model, dir, config);
   if (report) *report = r;
@@ -37,9 +37,9 @@ std::string model_type_of(const std::string& dir) {
   return model_family(type, path).model_type;
 }
 
-std::optional<ModelTask> task_of(const BertConfig& config) {
-  const ModelFamily& family = model_family(config.model_type);
-  for (const std::string& a : config.architectures)
+std::optional<ModelTask> task_of(const ModelConfig& config) {
+  const ModelFamily& family = model_family(config.model_type());
+  for (const std::string& a : config.architectures())
     for (ModelTask t : {ModelTask::TokenClassification, ModelTask::SequenceClassification, ModelTask::MaskedLM,
                         ModelTask::Base})
       if (a == family.architecture(t)) return t;
@@ -48,7 +48,7 @@ std::optional<ModelTask> task_of(const BertConfig& config) {
 
 std::string task_name_of(const std::string& dir) {
   (void)model_type_of(dir);  // an unsupported family is that error, not BertConfig's
-  const std::optional<ModelTask> t = task_of(load_config(dir));
+  const std::optional<ModelTask> t = task_of(load_model_config(dir));
   if (!t) return "";
   switch (*t) {
     case ModelTask::Base: return "base";
@@ -59,13 +59,13 @@ std::string task_name_of(const std::string& dir) {
   return "";
 }
 
-std::shared_ptr<EncoderModel> AutoModel::from_config(const BertConfig& config, bool add_pooling_layer) {
-  return model_family(config.model_type).base(config, add_pooling_layer);
+std::shared_ptr<EncoderModel> AutoModel::from_config(const ModelConfig& config, bool add_pooling_layer) {
+  return model_family(config.model_type()).base(config, add_pooling_layer);
 }
 
 std::shared_ptr<EncoderModel> AutoModel::from_pretrained(const std::string& dir, LoadReport* report,
                                                          bool add_pooling_layer) {
-  return load(dir, report, [&](const ModelFamily& f, const BertConfig& c) { return f.base(c, add_pooling_layer); });
+  return load(dir, report, [&](const ModelFamily& f, const ModelConfig& c) { return f.base(c, add_pooling_layer); });
 }
 
 std::shared_ptr<Module> AutoModel::from_pretrained(const std::string& dir, ModelTask task, LoadReport* report,
@@ -80,36 +80,36 @@ std::shared_ptr<Module> AutoModel::from_pretrained(const std::string& dir, Model
   fail("AutoModel::from_pretrained: unknown task");
 }
 
-std::shared_ptr<MaskedLanguageModel> AutoModelForMaskedLM::from_config(const BertConfig& config) {
-  return model_family(config.model_type).masked_lm(config);
+std::shared_ptr<MaskedLanguageModel> AutoModelForMaskedLM::from_config(const ModelConfig& config) {
+  return model_family(config.model_type()).masked_lm(config);
 }
 
 std::shared_ptr<MaskedLanguageModel> AutoModelForMaskedLM::from_pretrained(const std::string& dir, LoadReport* report) {
-  return load(dir, report, [](const ModelFamily& f, const BertConfig& c) { return f.masked_lm(c); });
+  return load(dir, report, [](const ModelFamily& f, const ModelConfig& c) { return f.masked_lm(c); });
 }
 
-std::shared_ptr<SequenceClassifier> AutoModelForSequenceClassification::from_config(const BertConfig& config,
+std::shared_ptr<SequenceClassifier> AutoModelForSequenceClassification::from_config(const ModelConfig& config,
                                                                                     int64_t num_labels) {
-  return model_family(config.model_type).sequence_classification(config, num_labels);
+  return model_family(config.model_type()).sequence_classification(config, num_labels);
 }
 
 std::shared_ptr<SequenceClassifier> AutoModelForSequenceClassification::from_pretrained(const std::string& dir,
                                                                                         int64_t num_labels,
                                                                                         LoadReport* report) {
   return load(dir, report,
-              [&](const ModelFamily& f, const BertConfig& c) { return f.sequence_classification(c, num_labels); });
+              [&](const ModelFamily& f, const ModelConfig& c) { return f.sequence_classification(c, num_labels); });
 }
 
-std::shared_ptr<TokenClassifier> AutoModelForTokenClassification::from_config(const BertConfig& config,
+std::shared_ptr<TokenClassifier> AutoModelForTokenClassification::from_config(const ModelConfig& config,
                                                                               int64_t num_labels) {
-  return model_family(config.model_type).token_classification(config, num_labels);
+  return model_family(config.model_type()).token_classification(config, num_labels);
 }
 
 std::shared_ptr<TokenClassifier> AutoModelForTokenClassification::from_pretrained(const std::string& dir,
                                                                                   int64_t num_labels,
                                                                                   LoadReport* report) {
   return load(dir, report,
-              [&](const ModelFamily& f, const BertConfig& c) { return f.token_classification(c, num_labels); });
+              [&](const ModelFamily& f, const ModelConfig& c) { return f.token_classification(c, num_labels); });
 }
 
 }  // namespace kiln::nn

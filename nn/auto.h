@@ -26,14 +26,14 @@ std::string model_type_of(const std::string& dir);
 
 // The head a config's architectures name (its family's class for a task),
 // or nullopt when they name none of the family's heads.
-std::optional<ModelTask> task_of(const BertConfig& config);
+std::optional<ModelTask> task_of(const ModelConfig& config);
 // task_of(dir/config.json) as the CLI's task names: "sequence-classification",
 // "token-classification", "masked-lm", "base"; "" when architectures name no
 // head of the family.
 std::string task_name_of(const std::string& dir);
 
 struct AutoModel {
-  static std::shared_ptr<EncoderModel> from_config(const BertConfig& config, bool add_pooling_layer = true);
+  static std::shared_ptr<EncoderModel> from_config(const ModelConfig& config, bool add_pooling_layer = true);
   static std::shared_ptr<EncoderModel> from_pretrained(const std::string& dir, LoadReport* report = nullptr,
                                                        bool add_pooling_layer = true);
   // The model of any task, as a Module (num_labels for the classifiers).
@@ -42,18 +42,18 @@ struct AutoModel {
 };
 
 struct AutoModelForMaskedLM {
-  static std::shared_ptr<MaskedLanguageModel> from_config(const BertConfig& config);
+  static std::shared_ptr<MaskedLanguageModel> from_config(const ModelConfig& config);
   static std::shared_ptr<MaskedLanguageModel> from_pretrained(const std::string& dir, LoadReport* report = nullptr);
 };
 
 struct AutoModelForSequenceClassification {
-  static std::shared_ptr<SequenceClassifier> from_config(const BertConfig& config, int64_t num_labels = 2);
+  static std::shared_ptr<SequenceClassifier> from_config(const ModelConfig& config, int64_t num_labels = 2);
   static std::shared_ptr<SequenceClassifier> from_pretrained(const std::string& dir, int64_t num_labels = 2,
                                                              LoadReport* report = nullptr);
 };
 
 struct AutoModelForTokenClassification {
-  static std::shared_ptr<TokenClassifier> from_config(const BertConfig& config, int64_t num_labels = 2);
+  static std::shared_ptr<TokenClassifier> from_config(const ModelConfig& config, int64_t num_labels = 2);
   static std::shared_ptr<TokenClassifier> from_pretrained(const std::string& dir, int64_t num_labels = 2,
                                                           LoadReport* report = nullptr);
 };

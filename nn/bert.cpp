@@ -128,7 +128,7 @@ BertPooler::BertPooler(const BertConfig& c) {
 
 Tensor BertPooler::forward(const Tensor& h) const { return tanh(dense->forward(select(h, 1, 0))); }
 
-BertModel::BertModel(const BertConfig& c, bool add_pooling_layer) : config(c) {
+BertModel::BertModel(const BertConfig& c, bool add_pooling_layer) : config(c), family_config(c) {
   config.validate();
   embeddings = register_module("embeddings", std::make_shared<BertEmbeddings>(c));
   encoder = register_module("encoder", std::make_shared<BertEncoder>(c));

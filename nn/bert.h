@@ -97,8 +97,9 @@ class BertModel : public EncoderModel, public Callable<BertModel> {
   // attention_mask / token_type_ids may be undefined (all ones / all zeros).
   BertOutputs forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                       const Tensor& token_type_ids = Tensor()) const override;
-  const BertConfig& model_config() const override { return config; }
+  const ModelConfig& model_config() const override { return family_config; }
   BertConfig config;
+  ModelConfig family_config;  // config, as the Auto layer's interfaces hand it out
   std::shared_ptr<BertEmbeddings> embeddings;
   std::shared_ptr<BertEncoder> encoder;
   std::shared_ptr<BertPooler> pooler;  // null without pooling layer
@@ -142,7 +143,7 @@ class BertForMaskedLM : public MaskedLanguageModel, public Callable<BertForMaske
   // head runs only at labelled positions (same loss, less work).
   MaskedLMOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                          const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const override;
-  const BertConfig& model_config() const override { return bert->config; }
+  const ModelConfig& model_config() const override { return bert->family_config; }
   std::shared_ptr<BertModel> bert;
   std::shared_ptr<BertPreTrainingHeads> cls;
 };
@@ -168,7 +169,7 @@ class BertForSequenceClassification : public SequenceClassifier, public Callable
   BertForSequenceClassification(const BertConfig& c, int64_t num_labels = 2);
   ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                                const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const override;
-  const BertConfig& model_config() const override { return bert->config; }
+  const ModelConfig& model_config() const override { return bert->family_config; }
   std::shared_ptr<BertModel> bert;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<Linear> classifier;
@@ -183,7 +184,7 @@ class BertForTokenClassification : public TokenClassifier, public Callable<BertF
   BertForTokenClassification(const BertConfig& c, int64_t num_labels = 2);
   ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                                const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const override;
-  const BertConfig& model_config() const override { return bert->config; }
+  const ModelConfig& model_config() const override { return bert->family_config; }
   std::shared_ptr<BertModel> bert;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<Linear> classifier;

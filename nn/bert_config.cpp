@@ -9,21 +9,16 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/json_util.h"
+#include "nn/config_fields.h"
 #include "nn/model_size.h"
 
 namespace kiln {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
-
-// A JSON value for an error message: its text, cut short when long.
-std::string brief(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
-}
+using config_fields::FieldReader;
+using config_fields::joined;
+using config_fields::kMaxSize;
 
 // Every key BertConfig reads or writes itself (the rest goes to `extra`).
 constexpr const char* kFieldNames[] = {
@@ -63,86 +58,6 @@ const SchemaFamily* schema_family(const std::string& model_type) {
     if (model_type == f.model_type) return &f;
   return nullptr;
 }
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-// Reads the fields of one JSON object, remembering which keys were used.
-class FieldReader {
- public:
-  FieldReader(const json& obj, const std::string& source) : obj_(obj), source_(source) {}
-
-  const json* get(const std::string& key) {
-    used_.push_back(key);
-    const auto it = obj_.find(key);
-    return it == obj_.end() ? nullptr : &*it;
-  }
-  void require(const std::string& key, int64_t& out) {
-    const json* v = get(key);
-    KILN_CHECK(v, source_, ": missing required field '", key, "'");
-    out = integer(key, *v);
-  }
-  void optional(const std::string& key, int64_t& out) {
-    if (const json* v = get(key)) out = integer(key, *v);
-  }
-  void optional(const std::string& key, double& out) {
-    if (const json* v = get(key)) out = number(key, *v);
-  }
-  void optional(const std::string& key, std::string& out) {
-    if (const json* v = get(key)) out = string(key, *v);
-  }
-  void optional(const std::string& key, std::optional<int64_t>& out) {
-    if (const json* v = get(key)) out = v->is_null() ? std::nullopt : std::optional(integer(key, *v));
-  }
-  void optional(const std::string& key, std::optional<double>& out) {
-    if (const json* v = get(key)) out = v->is_null() ? std::nullopt : std::optional(number(key, *v));
-  }
-  void optional(const std::string& key, std::optional<std::string>& out) {
-    if (const json* v = get(key)) out = v->is_null() ? std::nullopt : std::optional(string(key, *v));
-  }
-  void optional(const std::string& key, std::vector<std::string>& out) {
-    const json* v = get(key);
-    if (!v) return;
-    KILN_CHECK(v->is_array(), source_, ": field '", key, "' must be an array of strings, got ",
-               v->type_name(), " ", brief(*v));
-    out.clear();
-    for (const json& s : *v) out.push_back(string(key, s));
-  }
-  // The keys of the object that no get() asked for.
-  std::map<std::string, std::string> unused() const {
-    std::map<std::string, std::string> out;
-    for (const auto& [key, value] : obj_.items())
-      if (std::find(used_.begin(), used_.end(), key) == used_.end()) out.emplace(key, value.dump());
-    return out;
-  }
-
- private:
-  int64_t integer(const std::string& key, const json& v) const {
-    KILN_CHECK(v.is_number_integer(), source_, ": field '", key, "' must be an integer, got ",
-               v.type_name(), " ", brief(v));
-    KILN_CHECK(v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(kMaxSize)
-                                      : v.get<int64_t>() >= -kMaxSize,
-               source_, ": field '", key, "' = ", brief(v), " is out of range");
-    return v.get<int64_t>();
-  }
-  double number(const std::string& key, const json& v) const {
-    KILN_CHECK(v.is_number(), source_, ": field '", key, "' must be a number, got ", v.type_name(),
-               " ", brief(v));
-    return v.get<double>();
-  }
-  std::string string(const std::string& key, const json& v) const {
-    KILN_CHECK(v.is_string(), source_, ": field '", key, "' must be a string, got ", v.type_name(),
-               " ", brief(v));
-    return v.get<std::string>();
-  }
-
-  const json& obj_;
-  const std::string& source_;
-  std::vector<std::string> used_;
-};
 
 }  // namespace
 
@@ -196,50 +111,14 @@ void BertConfig::validate(const std::string& source) const {
              joined(known_activations()), ")");
   KILN_CHECK(position_embedding_type == "absolute", source, ": position_embedding_type '",
              position_embedding_type, "' is not supported (kiln implements \"absolute\")");
-  if (problem_type)
-    KILN_CHECK(*problem_type == "regression" || *problem_type == "single_label_classification" ||
-                   *problem_type == "multi_label_classification",
-               source, ": problem_type '", *problem_type,
-               "' is not one of regression, single_label_classification, multi_label_classification");
-  if (pad_token_id)
-    KILN_CHECK(*pad_token_id >= 0 && *pad_token_id < vocab_size, source, ": pad_token_id = ",
-               *pad_token_id, " is outside [0, vocab_size = ", vocab_size, ")");
-  for (const auto& [key, text] : extra) {
-    KILN_CHECK(std::find(std::begin(kFieldNames), std::end(kFieldNames), key) == std::end(kFieldNames),
-               source, ": extra holds '", key, "', which is a BertConfig field");
-    (void)parse_json_bounded(text, source + ": extra['" + key + "']");
-  }
-  if (extra.count("id2label")) (void)id2label(source);
+  config_fields::check_common_fields(problem_type, pad_token_id, vocab_size, extra,
+                                     {std::begin(kFieldNames), std::end(kFieldNames)}, "BertConfig", source);
 }
 
 std::vector<std::string> BertConfig::id2label(const std::string& source) const {
   const auto it = extra.find("id2label");
   if (it == extra.end()) return {};
-  const std::string what = source + ": id2label";
-  const json j = parse_json_bounded(it->second, what);
-  KILN_CHECK(j.is_object(), what, " must be an object mapping label ids to names, got ", j.type_name());
-  std::vector<std::string> labels(j.size());
-  std::vector<bool> seen(j.size(), false);
-  for (const auto& [key, value] : j.items()) {
-    // Canonical decimal ids only: "01", " 1", "+1" would parse to ids that may collide.
-    const bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) {
-      return ch >= '0' && ch <= '9';
-    });
-    KILN_CHECK(digits && (key.size() == 1 || key[0] != '0'), what, ": key '", key,
-               "' is not a label id (a non-negative decimal integer without sign, spaces or leading zeros)");
-    size_t id = 0;
-    for (char ch : key)
-      KILN_CHECK(!__builtin_mul_overflow(id, 10, &id) && !__builtin_add_overflow(id, size_t(ch - '0'), &id),
-                 what, ": label id '", key, "' is too large");
-    KILN_CHECK(id < labels.size(), what, ": label id ", id, " is out of range: ", labels.size(),
-               " labels need the ids 0 to ", labels.size() - 1);
-    KILN_CHECK(!seen[id], what, ": label id ", id, " appears twice");
-    KILN_CHECK(value.is_string(), what, ": the name of label ", id, " must be a string, got ",
-               value.type_name(), " ", brief(value));
-    seen[id] = true;
-    labels[id] = value.get<std::string>();
-  }
-  return labels;
+  return config_fields::parse_id2label(it->second, source + ": id2label");
 }
 
 BertConfig BertConfig::from_json_string(const std::string& text, const std::string& source_name) {
@@ -273,11 +152,7 @@ BertConfig BertConfig::from_json_string(const std::string& text, const std::stri
   c.extra = r.unused();
   c.validate(source_name);
   check_model_size(c, source_name);  // Note [Model size limit]
-  // What kiln writes for this config (indented, so it can be longer than the
-  // text read) must be readable again: a checkpoint saved from it would not load.
-  const size_t saved = c.to_json_string().size();
-  KILN_CHECK(saved <= kMaxJsonBytes, source_name, ": this config would be ", saved,
-             " bytes once saved, over the limit of ", kMaxJsonBytes, " bytes that config.json is read with");
+  config_fields::check_saved_size(c.to_json_string().size(), source_name);
   return c;
 }
 

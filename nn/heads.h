@@ -15,7 +15,7 @@
 #include <string>
 #include <utility>
 
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/model_config.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
@@ -42,7 +42,7 @@ class EncoderModel : public Module {
  public:
   virtual EncoderOutputs forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                                  const Tensor& token_type_ids = Tensor()) const = 0;
-  virtual const BertConfig& model_config() const = 0;
+  virtual const ModelConfig& model_config() const = 0;  // Note [Model-agnostic config]
 };
 
 // Masked language modelling. labels (B, T) with -100 where no prediction is
@@ -51,7 +51,7 @@ class MaskedLanguageModel : public Module {
  public:
   virtual MaskedLMOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                                  const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const = 0;
-  virtual const BertConfig& model_config() const = 0;
+  virtual const ModelConfig& model_config() const = 0;  // Note [Model-agnostic config]
 };
 
 // Sequence classification, as transformers' *ForSequenceClassification: the
@@ -68,7 +68,7 @@ class SequenceClassifier : public Module {
   virtual ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                                        const Tensor& token_type_ids = Tensor(),
                                        const Tensor& labels = Tensor()) const = 0;
-  virtual const BertConfig& model_config() const = 0;
+  virtual const ModelConfig& model_config() const = 0;  // Note [Model-agnostic config]
   // The problem type a batch with these labels trains as (the rule above).
   std::string problem_type_for(const Tensor& labels) const;
   // The loss of logits (B, num_labels) against labels, by problem_type_for.
@@ -85,7 +85,7 @@ class TokenClassifier : public Module {
   virtual ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                                        const Tensor& token_type_ids = Tensor(),
                                        const Tensor& labels = Tensor()) const = 0;
-  virtual const BertConfig& model_config() const = 0;
+  virtual const ModelConfig& model_config() const = 0;  // Note [Model-agnostic config]
   // Cross-entropy of logits (B, T, num_labels) against labels (B, T) (-100 ignored).
   Tensor loss(const Tensor& logits, const Tensor& labels) const;
   int64_t num_labels;

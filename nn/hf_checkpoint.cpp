@@ -62,75 +62,39 @@ std::string base_name(const std::string& raw, const WeightNames& names) {
   return starts(k, names.base_prefix) ? k.substr(names.base_prefix.size()) : k;
 }
 
-// The shape of one tensor of encoder.layer.N (`rest` follows "encoder.layer.N.").
-std::optional<Shape> layer_shape(const BertConfig& c, const std::string& rest) {
-  const int64_t H = c.hidden_size, I = c.intermediate_size;
-  if (rest == "intermediate.dense.weight") return Shape{I, H};
-  if (rest == "intermediate.dense.bias") return Shape{I};
-  if (rest == "output.dense.weight") return Shape{H, I};
-  for (const char* p : {"attention.self.query.", "attention.self.key.", "attention.self.value.",
-                        "attention.output.dense."}) {
-    if (rest == std::string(p) + "weight") return Shape{H, H};
-    if (rest == std::string(p) + "bias") return Shape{H};
-  }
-  for (const char* p : {"output.dense.bias", "attention.output.LayerNorm.weight",
-                        "attention.output.LayerNorm.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"})
-    if (rest == p) return Shape{H};
-  return std::nullopt;
-}
-
-constexpr const char* kLayerTensors[] = {
-    "attention.self.query.weight", "attention.self.query.bias", "attention.self.key.weight",
-    "attention.self.key.bias", "attention.self.value.weight", "attention.self.value.bias",
-    "attention.output.dense.weight", "attention.output.dense.bias", "attention.output.LayerNorm.weight",
-    "attention.output.LayerNorm.bias", "intermediate.dense.weight", "intermediate.dense.bias",
-    "output.dense.weight", "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"};
-constexpr const char* kEmbeddingTensors[] = {
-    "embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
-    "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"};
-
-// The shape `c` implies for a tensor (by base_name), or nullopt when the
-// config does not fix it (a classifier head, a layer past num_hidden_layers,
+// The shape a config implies for a tensor (by base_name), or nullopt when it
+// does not fix it (a classifier head, a layer past the config's layer count,
 // a tensor kiln does not know).
-std::optional<Shape> config_shape(const BertConfig& c, const WeightNames& names, const std::string& name) {
-  const int64_t V = c.vocab_size, H = c.hidden_size;
-  if (names.head_shapes)
-    for (const auto& [n, shape] : names.head_shapes(c))
+std::optional<Shape> config_shape(const TensorShapes& shapes, const std::string& name) {
+  for (const auto* list : {&shapes.required, &shapes.optional})
+    for (const auto& [n, shape] : *list)
       if (name == n) return shape;
-  const std::pair<const char*, Shape> fixed[] = {
-      {"embeddings.word_embeddings.weight", {V, H}},
-      {"embeddings.position_embeddings.weight", {c.max_position_embeddings, H}},
-      {"embeddings.token_type_embeddings.weight", {c.type_vocab_size, H}},
-      {"embeddings.LayerNorm.weight", {H}},
-      {"embeddings.LayerNorm.bias", {H}},
-      {"embeddings.position_ids", {1, c.max_position_embeddings}},
-      {"pooler.dense.weight", {H, H}},
-      {"pooler.dense.bias", {H}},
-  };
-  for (const auto& [n, shape] : fixed)
-    if (name == n) return shape;
-  const std::string prefix = "encoder.layer.";
-  if (!starts(name, prefix)) return std::nullopt;
+  const std::string& prefix = shapes.layer_prefix;
+  if (prefix.empty() || !starts(name, prefix)) return std::nullopt;
   const size_t dot = name.find('.', prefix.size());
   const std::string index = name.substr(prefix.size(), dot == std::string::npos ? dot : dot - prefix.size());
   if (dot == std::string::npos || index.empty() || index.size() > 10 || (index.size() > 1 && index[0] == '0') ||
       !std::all_of(index.begin(), index.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
     return std::nullopt;
-  if (std::stoll(index) >= c.num_hidden_layers) return std::nullopt;  // ignored by the loader
-  return layer_shape(c, name.substr(dot + 1));
+  if (std::stoll(index) >= shapes.num_layers) return std::nullopt;  // ignored by the loader
+  const std::string rest = name.substr(dot + 1);
+  for (const auto& [n, shape] : shapes.layer)
+    if (rest == n) return shape;
+  return std::nullopt;
 }
 
 }  // namespace
 
-void check_checkpoint_matches_config(const std::string& safetensors_path, const BertConfig& config,
+void check_checkpoint_matches_config(const std::string& safetensors_path, const ModelConfig& config,
                                      const std::string& config_source) {
   check_checkpoint_matches_config(std::vector<std::string>{safetensors_path}, config, config_source);
 }
 
-void check_checkpoint_matches_config(const std::vector<std::string>& files, const BertConfig& config,
+void check_checkpoint_matches_config(const std::vector<std::string>& files, const ModelConfig& config,
                                      const std::string& config_source) {
   KILN_CHECK(!files.empty(), config_source, ": no weight files to check");
-  const WeightNames& names = weight_names_for(config.model_type);
+  const WeightNames& names = weight_names_for(config.model_type());
+  const TensorShapes shapes = names.shapes(config);
   std::set<std::string> present;
   const std::string safetensors_path = files.size() == 1 ? files[0] : "the checkpoint's shards";
   for (const std::string& path : files) {
@@ -143,23 +107,23 @@ void check_checkpoint_matches_config(const std::vector<std::string>& files, cons
         const std::string& prefix = weight_names_for(other).base_prefix;
         KILN_CHECK(prefix == names.base_prefix || !starts(info.name, prefix), path, ": tensor '",
                    info.name, "' is named as a ", other, " model's, but ", config_source, " has model_type '",
-                   config.model_type, "' (config.json of one family with another's weights?)");
+                   config.model_type(), "' (config.json of one family with another's weights?)");
       }
-      const std::optional<Shape> want = config_shape(config, names, name);
+      const std::optional<Shape> want = config_shape(shapes, name);
       KILN_CHECK(!want || *want == info.shape, path, ": tensor '", info.name, "' has shape ",
                  shape_str(info.shape), " but ", config_source, " implies ", shape_str(want ? *want : Shape{}),
                  " (does config.json match the weights?)");
     }
   }
-  for (const char* name : kEmbeddingTensors)
-    KILN_CHECK(present.count(name), safetensors_path, ": checkpoint lacks '", name,
-               "', which every ", config.model_type, " model has (config: ", config_source, ")");
-  // Stops at the first missing tensor: a huge num_hidden_layers costs no more than the file's tensor count.
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i)
-    for (const char* rest : kLayerTensors) {
-      const std::string name = "encoder.layer." + std::to_string(i) + "." + rest;
-      KILN_CHECK(present.count(name), safetensors_path, ": checkpoint lacks '", name, "', which ",
-                 config_source, "'s num_hidden_layers = ", config.num_hidden_layers, " implies");
+  for (const auto& [name, shape] : shapes.required)
+    KILN_CHECK(present.count(name), safetensors_path, ": checkpoint lacks '", name, "', which every ",
+               config.model_type(), " model has (config: ", config_source, ")");
+  // Stops at the first missing tensor: a huge layer count costs no more than the file's tensor count.
+  for (int64_t i = 0; i < shapes.num_layers; ++i)
+    for (const auto& [rest, shape] : shapes.layer) {
+      const std::string name = shapes.layer_prefix + std::to_string(i) + "." + rest;
+      KILN_CHECK(present.count(name), safetensors_path, ": checkpoint lacks '", name, "', which ", config_source,
+                 "'s ", shapes.layers_field, " = ", shapes.num_layers, " implies");
     }
 }
 
@@ -250,20 +214,25 @@ BertConfig load_config(const std::string& dir) {
   return BertConfig::from_json_file(dir + "/config.json");
 }
 
-BertConfig pretrained_config(const std::string& dir) {
+ModelConfig load_model_config(const std::string& dir) {
+  check_model_dir(dir, false);
+  return ModelConfig::from_json_file(dir + "/config.json");
+}
+
+ModelConfig pretrained_config(const std::string& dir) {
   check_model_dir(dir, true);  // what load_config checks, and the weights
-  const BertConfig config = BertConfig::from_json_file(dir + "/config.json");
+  const ModelConfig config = ModelConfig::from_json_file(dir + "/config.json");
   check_checkpoint_matches_config(weight_files(dir), config, dir + "/config.json");
   return config;
 }
 
-LoadReport load_pretrained_weights(Module& model, const std::string& dir, const BertConfig& config) {
+LoadReport load_pretrained_weights(Module& model, const std::string& dir, const ModelConfig& config) {
   const std::vector<std::string> files = weight_files(dir);  // Note [Sharded checkpoints]
   const std::string source = files.size() == 1 ? files[0] : dir + "/" + kWeightIndexFile;
-  return load_hf_state(model, load_weight_files(dir), source, weight_names_for(config.model_type));
+  return load_hf_state(model, load_weight_files(dir), source, weight_names_for(config.model_type()));
 }
 
-void save_pretrained(const Module& model, const BertConfig& config, const std::string& dir,
+void save_pretrained(const Module& model, const ModelConfig& config, const std::string& dir,
                      const std::string& vocab_file, uint64_t max_shard_bytes) {
   const fs::path target = fs::absolute(dir);
   const fs::path parent = target.parent_path();

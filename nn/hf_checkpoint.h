@@ -13,9 +13,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/nn/bert.h"
+#include "kiln/nn/model_config.h"
 #include "kiln/nn/module.h"
 #include "kiln/nn/weight_files.h"
 
@@ -27,6 +29,17 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path);
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
+// The tensors a config implies, by base-model names (no "bert." prefix):
+// check_checkpoint_matches_config checks a file's header against them.
+struct TensorShapes {
+  std::vector<std::pair<std::string, Shape>> required;  // every model of the family has these (embeddings)
+  std::vector<std::pair<std::string, Shape>> optional;  // shape fixed when present (heads, pooler, buffers)
+  std::string layer_prefix;                             // "encoder.layer."
+  std::vector<std::pair<std::string, Shape>> layer;     // each layer's, named after "<layer_prefix>N."
+  int64_t num_layers = 0;
+  std::string layers_field;                             // the config field that sets it: "num_hidden_layers"
+};
+
 // How one family's checkpoint names map onto its modules (Note [Task model
 // interfaces]: a family's weight-name map, nn/models/*_family.cpp).
 struct WeightNames {
@@ -36,8 +49,8 @@ struct WeightNames {
   // file lacks the model's own name (an older decoder.bias for the head's bias)
   std::vector<std::pair<std::string, std::string>> aliases;
   std::vector<std::string> head_prefixes;  // model tensors that may start fresh (task heads, the pooler)
-  // Shapes the config fixes for the family's head tensors (base-model names).
-  std::vector<std::pair<std::string, Shape>> (*head_shapes)(const BertConfig&) = nullptr;
+  // The shapes a config fixes (the family's).
+  TensorShapes (*shapes)(const ModelConfig&) = nullptr;
 };
 
 // The WeightNames of a config's model_type (BERT's for "bert").
@@ -62,8 +75,10 @@ LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, con
 // from_pretrained check this first; the kiln tool passes label "--model".
 void check_model_dir(const std::string& dir, bool weights = true, const std::string& label = "model directory");
 
-// Reads config.json from a model directory (check_model_dir(dir, false) first).
+// Reads config.json from a model directory (check_model_dir(dir, false) first):
+// load_config as a BERT-schema config, load_model_config as any family's.
 BertConfig load_config(const std::string& dir);
+ModelConfig load_model_config(const std::string& dir);
 
 // Checks a checkpoint's header against a config before any model is built
 // (reading the header only): every base-model tensor the config implies
@@ -74,27 +89,39 @@ BertConfig load_config(const std::string& dir);
 // under a roberta config) is refused as that family's checkpoint. kiln::Error
 // naming the tensor and both shapes, or the missing tensor and the config
 // field that implies it.
-void check_checkpoint_matches_config(const std::string& safetensors_path, const BertConfig& config,
+void check_checkpoint_matches_config(const std::string& safetensors_path, const ModelConfig& config,
                                      const std::string& config_source);
 // The same over a sharded checkpoint's files (nn/weight_files.h).
-void check_checkpoint_matches_config(const std::vector<std::string>& files, const BertConfig& config,
+void check_checkpoint_matches_config(const std::vector<std::string>& files, const ModelConfig& config,
                                      const std::string& config_source);
 
 // The config a model for `dir` is built from: check_model_dir(dir), then
 // dir/config.json read and checked against dir/model.safetensors'
 // header (check_checkpoint_matches_config), before anything is built.
-BertConfig pretrained_config(const std::string& dir);
+ModelConfig pretrained_config(const std::string& dir);
 // Loads dir/model.safetensors into `model`, built from pretrained_config(dir),
 // with the config's family's weight names.
-LoadReport load_pretrained_weights(Module& model, const std::string& dir, const BertConfig& config);
+LoadReport load_pretrained_weights(Module& model, const std::string& dir, const ModelConfig& config);
+
+// The config struct a model class is built from: M::config_type when it
+// names one, else BertConfig.
+template <typename M, typename = void>
+struct model_config_type {
+  using type = BertConfig;
+};
+template <typename M>
+struct model_config_type<M, std::void_t<typename M::config_type>> {
+  using type = typename M::config_type;
+};
 
 // Builds M(config, args...) from dir/config.json and loads dir/model.safetensors,
 // after check_checkpoint_matches_config (so a mismatch is found before
 // building). The Auto layer (nn/auto.h) picks M from the config instead.
 template <typename M, typename... Args>
 std::shared_ptr<M> from_pretrained(const std::string& dir, LoadReport* report = nullptr, Args&&... args) {
-  const BertConfig config = pretrained_config(dir);
-  auto model = std::make_shared<M>(config, std::forward<Args>(args)...);
+  const ModelConfig config = pretrained_config(dir);
+  using C = typename model_config_type<M>::type;
+  auto model = std::make_shared<M>(config.template as<C>(dir + "/config.json"), std::forward<Args>(args)...);
   LoadReport r = load_pretrained_weights(*model, dir, config);
   if (report) *report = r;
   return model;
@@ -105,7 +132,7 @@ std::shared_ptr<M> from_pretrained(const std::string& dir, LoadReport* report = 
 // over `dir`, so a reader never sees a half-written directory. With
 // max_shard_bytes > 0 weights larger than that are written as shards and
 // model.safetensors.index.json instead (Note [Sharded checkpoints]).
-void save_pretrained(const Module& model, const BertConfig& config, const std::string& dir,
+void save_pretrained(const Module& model, const ModelConfig& config, const std::string& dir,
                      const std::string& vocab_file = "", uint64_t max_shard_bytes = 0);
 
 }  // namespace kiln::nn

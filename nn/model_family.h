@@ -12,6 +12,7 @@
 #include "kiln/nn/bert_config.h"
 #include "kiln/nn/heads.h"
 #include "kiln/nn/hf_checkpoint.h"
+#include "kiln/nn/model_config.h"
 
 namespace kiln::nn {
 
@@ -22,10 +23,14 @@ struct ModelFamily {
   std::string model_type;    // config.json's "model_type"
   std::string class_prefix;  // transformers' class names: "Bert" -> BertModel, BertForMaskedLM, ...
   WeightNames names;
-  std::shared_ptr<EncoderModel> (*base)(const BertConfig&, bool add_pooling_layer);
-  std::shared_ptr<MaskedLanguageModel> (*masked_lm)(const BertConfig&);
-  std::shared_ptr<SequenceClassifier> (*sequence_classification)(const BertConfig&, int64_t num_labels);
-  std::shared_ptr<TokenClassifier> (*token_classification)(const BertConfig&, int64_t num_labels);
+  // Reads config.json text (Note [Model-agnostic config]): validates it as
+  // the family's config (kiln::Error "<source>: <field> ..."), sets
+  // `normalized` to the text as the family writes it, returns its facts.
+  ConfigFacts (*read_config)(const std::string& text, const std::string& source, std::string& normalized);
+  std::shared_ptr<EncoderModel> (*base)(const ModelConfig&, bool add_pooling_layer);
+  std::shared_ptr<MaskedLanguageModel> (*masked_lm)(const ModelConfig&);
+  std::shared_ptr<SequenceClassifier> (*sequence_classification)(const ModelConfig&, int64_t num_labels);
+  std::shared_ptr<TokenClassifier> (*token_classification)(const ModelConfig&, int64_t num_labels);
 
   // The transformers class of a task: "RobertaForSequenceClassification".
   std::string architecture(ModelTask task) const;

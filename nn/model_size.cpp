@@ -111,13 +111,17 @@ void check_model_size(const BertConfig& c, const std::string& source) {
        " bytes, over the limit of ", limit, " bytes (", origin, ")");
 }
 
-void check_vocab_matches(const BertConfig& config, size_t tokenizer_vocab_size,
-                         const std::string& source) {
-  KILN_CHECK(static_cast<uint64_t>(tokenizer_vocab_size) <= dim(config.vocab_size), source,
+void check_vocab_matches(const ModelConfig& config, size_t tokenizer_vocab_size, const std::string& source) {
+  const int64_t vocab = config.facts().vocab_size;
+  KILN_CHECK(static_cast<uint64_t>(tokenizer_vocab_size) <= dim(vocab), source,
              ": the tokenizer's vocabulary has ", tokenizer_vocab_size,
-             " tokens but the model's vocab_size is ", config.vocab_size, ": token ids ",
-             config.vocab_size, " to ", tokenizer_vocab_size - 1,
+             " tokens but the model's vocab_size is ", vocab, ": token ids ",
+             vocab, " to ", tokenizer_vocab_size - 1,
              " have no row in the word embeddings (is the vocabulary the model's own?)");
+}
+
+void check_vocab_matches(const BertConfig& config, size_t tokenizer_vocab_size, const std::string& source) {
+  check_vocab_matches(ModelConfig(config), tokenizer_vocab_size, source);
 }
 
 }  // namespace kiln

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "kiln/nn/bert_config.h"
+#include "kiln/nn/model_config.h"
 
 namespace kiln {
 
@@ -52,5 +53,6 @@ void check_model_size(const BertConfig& config, const std::string& source);
 // one is fine (models often pad vocab_size to a round number).
 void check_vocab_matches(const BertConfig& config, size_t tokenizer_vocab_size,
                          const std::string& source);
+void check_vocab_matches(const ModelConfig& config, size_t tokenizer_vocab_size, const std::string& source);
 
 }  // namespace kiln

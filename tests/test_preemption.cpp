@@ -49,7 +49,7 @@ class SignallingTask final : public train::TrainTask {
   SignallingTask(const TrainingArguments& a, std::ostream& out, int sig, int64_t at_forward)
       : inner_(a, out), sig_(sig), at_(at_forward) {}
   nn::Module& model() override { return inner_.model(); }
-  const BertConfig& config() const override { return inner_.config(); }
+  ModelConfig model_config() const override { return inner_.model_config(); }
   std::string kind() const override { return inner_.kind(); }
   size_t batches_per_epoch() const override { return inner_.batches_per_epoch(); }
   data::LoaderState loader_state() const override { return inner_.loader_state(); }

@@ -96,11 +96,11 @@ int run_embed(const EmbedOptions& o) {
   const std::unique_ptr<data::TextTokenizer> tok = data::open_text_tokenizer(o.model, o.cased);
   auto model = nn::AutoModel::from_pretrained(o.model);  // the family's base model (nn/auto.h)
   model->eval();
-  const BertConfig& config = model->model_config();
+  const ModelConfig& config = model->model_config();
   check_vocab_matches(config, tok->vocab_size(), o.model + "/config.json");
-  const int64_t positions = config.max_sequence_length();
+  const int64_t positions = config.facts().max_sequence_length;
   KILN_CHECK(o.max_seq_length <= positions, "--max-seq-length ", o.max_seq_length, " exceeds the ", positions,
-             " tokens the model's max_position_embeddings (", config.max_position_embeddings, ") allow");
+             " tokens the model's max_position_embeddings (", config.facts().max_position_embeddings, ") allow");
   const size_t max_len = static_cast<size_t>(o.max_seq_length > 0 ? o.max_seq_length : positions);
   // Without sorting a chunk is one batch, so output starts after the first batch.
   const size_t chunk = static_cast<size_t>(o.no_sort ? o.batch_size : std::max(o.sort_chunk, o.batch_size));

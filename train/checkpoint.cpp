@@ -282,7 +282,7 @@ ResumeState parse_resume_state(const nlohmann::json& st, const std::string& path
 LoadedCheckpoint load_checkpoint(const std::string& dir) {
   verify_checkpoint(dir);
   LoadedCheckpoint c;
-  c.config = BertConfig::from_json_file(dir + "/config.json");
+  c.config = ModelConfig::from_json_file(dir + "/config.json");
   c.model = nn::load_safetensors(dir + "/model.safetensors");
   c.optimizer = nn::load_safetensors(dir + "/optimizer.safetensors");
   const std::string path = dir + "/trainer_state.json";

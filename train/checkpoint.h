@@ -42,7 +42,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/model_config.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::train {
@@ -51,7 +51,7 @@ struct CheckpointData {
   nn::NamedTensors model;                       // state_dict() of the model
   std::map<std::string, Tensor> optimizer;      // optimizer + scheduler tensors
   nlohmann::json trainer_state;                 // must hold "step"
-  BertConfig config;
+  ModelConfig config;  // Note [Model-agnostic config]
   // Further files by name (e.g. "vocab.txt", "tokenizer_config.json"), so a
   // checkpoint is a complete Hugging Face model directory. Plain names only.
   std::map<std::string, std::string> extra_files;
@@ -99,7 +99,7 @@ struct LoadedCheckpoint {
   std::map<std::string, Tensor> optimizer;
   nlohmann::json trainer_state;
   ResumeState resume;                 // parse_resume_state(trainer_state)
-  BertConfig config;
+  ModelConfig config;
 };
 
 // Checks dir against its manifest.json (Note [Checkpoint manifest]):

@@ -87,21 +87,21 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
   KILN_CHECK(pad >= 0, "the tokenizer has no pad token ([PAD], <pad>, or tokenizer_config.json's pad_token)");
   pad_id_ = pad;
 
-  const BertConfig base = nn::load_config(args.model);
+  const ModelConfig base = nn::load_model_config(args.model);
   const std::string config_path = args.model + "/config.json";
   // Ids past the embedding matrix would only fail deep inside the first step.
   check_vocab_matches(base, tokenizer_->vocab_size(), config_path);
   check_max_seq_length(args.max_seq_length, base);
   // the family's class: BertForSequenceClassification, RobertaForSequenceClassification, ...
   const std::string architecture =
-      nn::model_family(base.model_type, config_path).architecture(nn::ModelTask::SequenceClassification);
+      nn::model_family(base.model_type(), config_path).architecture(nn::ModelTask::SequenceClassification);
   label_set_ = finetuned_labels(base, architecture, config_path);
   KILN_CHECK(for_training || !label_set_.empty(), args.model,
              " is not a fine-tuned classifier (its config.json has no ", architecture, " id2label)");
   // Note [Problem types]: a fine-tuned classifier's problem type, else the flags', else the data's.
   const std::string requested = requested_problem(args);
   if (!label_set_.empty()) {
-    problem_type_ = base.problem_type.value_or(label_set_.size() == 1 ? "regression" : "single_label_classification");
+    problem_type_ = base.problem_type().value_or(label_set_.size() == 1 ? "regression" : "single_label_classification");
     KILN_CHECK(requested.empty() || requested == problem_type_, args.model, " is a ", problem_type_,
                " model (problem_type in its config.json); the flags ask for ", requested);
     if (problem_type_ == "regression") label_set_.clear();  // id2label {"0": "LABEL_0"} names no class
@@ -143,8 +143,7 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
   if (!report.new_heads.empty() && for_training)
     out << "note: a new classifier head (" << report.new_heads.size() << " tensors) starts from a fresh initialisation\n";
   move_model_to_device(*model_, args.device);
-  config_ = model_->model_config();
-  config_.problem_type = problem_type_;
+  config_ = model_->model_config().with_field("problem_type", nlohmann::json(problem_type_).dump());
   set_label_maps(config_, architecture,
                  problem_type_ == "regression" ? std::vector<std::string>{"LABEL_0"} : label_set_);
 

@@ -48,7 +48,7 @@ class ClassificationTask final : public TrainTask {
   ~ClassificationTask() override;
 
   nn::Module& model() override { return *model_; }
-  const BertConfig& config() const override { return config_; }
+  ModelConfig model_config() const override { return config_; }
   // "classification", "regression" or "multi-label-classification".
   std::string kind() const override;
   size_t batches_per_epoch() const override { return train_loader_ ? train_loader_->num_batches() : 0; }
@@ -76,7 +76,7 @@ class ClassificationTask final : public TrainTask {
   data::LabeledFileOptions file_options(bool labelled = true) const;
   data::LabelKind label_kind() const;
   TrainingArguments args_;
-  BertConfig config_;
+  ModelConfig config_;
   std::shared_ptr<nn::SequenceClassifier> model_;
   std::map<std::string, std::string> tokenizer_files_;
   std::vector<std::string> label_set_;

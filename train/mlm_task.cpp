@@ -136,18 +136,22 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
                                                   "(a config.json or one of bert-tiny, bert-mini, bert-small, bert-base)");
     if (args.config.empty()) {
       config_ = demo_config(vocab_size);
-    } else if (fs::exists(args.config)) {
-      config_ = BertConfig::from_json_file(fs::is_directory(args.config) ? args.config + "/config.json" : args.config);
+    } else if (fs::exists(args.config)) {  // any family's config.json (Note [Model-agnostic config])
+      config_ = ModelConfig::from_json_file(fs::is_directory(args.config) ? args.config + "/config.json" : args.config);
     } else {
-      config_ = BertConfig::preset(args.config);
-      config_.vocab_size = vocab_size;
+      BertConfig preset = BertConfig::preset(args.config);
+      preset.vocab_size = vocab_size;
+      config_ = preset;
     }
     model_ = nn::AutoModelForMaskedLM::from_config(config_);
   }
   move_model_to_device(*model_, args.device);
-  KILN_CHECK(config_.vocab_size == vocab_size, "the vocabulary has ", vocab_size, " tokens but the model's vocab_size is ",
-             config_.vocab_size);
-  config_.architectures = {nn::model_family(config_.model_type).architecture(nn::ModelTask::MaskedLM)};
+  const ConfigFacts& facts = config_.facts();
+  KILN_CHECK(facts.vocab_size == vocab_size, "the vocabulary has ", vocab_size, " tokens but the model's vocab_size is ",
+             facts.vocab_size);
+  config_ = config_.with_field(
+      "architectures",
+      nlohmann::json::array({nn::model_family(config_.model_type()).architecture(nn::ModelTask::MaskedLM)}).dump());
   check_max_seq_length(args.max_seq_length, config_);
 
   // Datasets and the training loader.
@@ -171,8 +175,8 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   train_loader_ = make_loader(training_set, training_sampler(args, training_set->size()), args.batch_size);
   if (for_training) {
     out << "pretraining: " << train_set_->size() << " training and " << num_validation_examples()
-        << " validation examples of up to " << args.max_seq_length << " tokens; model L" << config_.num_hidden_layers
-        << " H" << config_.hidden_size << " A" << config_.num_attention_heads << ", vocab " << config_.vocab_size
+        << " validation examples of up to " << args.max_seq_length << " tokens; model L" << config_.facts().num_layers
+        << " H" << config_.facts().hidden_size << " A" << config_.facts().num_heads << ", vocab " << config_.facts().vocab_size
         << "\n";
     if (synthetic)
       out << "synthetic corpus (seed " << args.seed << "): unigram baseline accuracy " << unigram_baseline_ << "\n";

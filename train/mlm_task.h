@@ -43,7 +43,7 @@ class MlmTask final : public TrainTask {
   ~MlmTask() override;
 
   nn::Module& model() override { return *model_; }
-  const BertConfig& config() const override { return config_; }
+  ModelConfig model_config() const override { return config_; }
   std::string kind() const override { return "mlm"; }
   size_t batches_per_epoch() const override { return train_loader_->num_batches(); }
   data::LoaderState loader_state() const override { return train_loader_->state(); }
@@ -65,7 +65,7 @@ class MlmTask final : public TrainTask {
   std::unique_ptr<Loader> make_loader(std::shared_ptr<const data::Dataset<data::PretrainingExample>> set,
                                       std::shared_ptr<const data::Sampler> sampler, int64_t batch_size) const;
   TrainingArguments args_;
-  BertConfig config_;
+  ModelConfig config_;
   std::shared_ptr<nn::MaskedLanguageModel> model_;
   std::map<std::string, std::string> tokenizer_files_;
   int32_t pad_id_ = 0;

@@ -30,11 +30,12 @@ std::unique_ptr<data::TextTokenizer> load_tokenizer(const std::string& model_dir
   return data::open_text_tokenizer(model_dir, cased);
 }
 
-void check_max_seq_length(int64_t max_seq_length, const BertConfig& config) {
+void check_max_seq_length(int64_t max_seq_length, const ModelConfig& config) {
+  const ConfigFacts& f = config.facts();
   KILN_CHECK(max_seq_length > 2, "--max-seq-length must be > 2, got ", max_seq_length);
-  KILN_CHECK(max_seq_length <= config.max_sequence_length(), "--max-seq-length ", max_seq_length,
-             " exceeds the ", config.max_sequence_length(), " tokens the model's max_position_embeddings (",
-             config.max_position_embeddings, ") allow");
+  KILN_CHECK(max_seq_length <= f.max_sequence_length, "--max-seq-length ", max_seq_length, " exceeds the ",
+             f.max_sequence_length, " tokens the model's max_position_embeddings (", f.max_position_embeddings,
+             ") allow");
 }
 
 void move_model_to_device(nn::Module& model, const std::string& device) {
@@ -45,22 +46,28 @@ void move_model_to_device(nn::Module& model, const std::string& device) {
   if (!there) model.to(d);
 }
 
-std::vector<std::string> finetuned_labels(const BertConfig& config, const std::string& architecture,
+std::vector<std::string> finetuned_labels(const ModelConfig& config, const std::string& architecture,
                                           const std::string& source) {
-  for (const std::string& a : config.architectures)
+  for (const std::string& a : config.architectures())
     if (a == architecture) return config.id2label(source);
   return {};
 }
 
-void set_label_maps(BertConfig& config, const std::string& architecture, const std::vector<std::string>& labels) {
-  config.architectures = {architecture};
+void set_label_maps(ModelConfig& config, const std::string& architecture, const std::vector<std::string>& labels) {
   nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
   for (size_t i = 0; i < labels.size(); ++i) {
     id2label[std::to_string(i)] = labels[i];
     label2id[labels[i]] = i;
   }
-  config.extra["id2label"] = id2label.dump();
-  config.extra["label2id"] = label2id.dump();
+  config = config.with_field("architectures", nlohmann::json::array({architecture}).dump())
+               .with_field("id2label", id2label.dump())
+               .with_field("label2id", label2id.dump());
+}
+
+void set_label_maps(BertConfig& config, const std::string& architecture, const std::vector<std::string>& labels) {
+  ModelConfig c(config);
+  set_label_maps(c, architecture, labels);
+  config = c.as<BertConfig>();
 }
 
 Device model_device(const nn::Module& model) {

@@ -15,6 +15,7 @@
 #include "kiln/data/dataset.h"
 #include "kiln/data/tokenizer/text_tokenizer.h"
 #include "kiln/nn/bert_config.h"
+#include "kiln/nn/model_config.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::train {
@@ -31,7 +32,7 @@ std::unique_ptr<data::TextTokenizer> load_tokenizer(const std::string& model_dir
                                                     const std::string& tokenizer_path, bool cased);
 
 // kiln::Error unless 2 < max_seq_length <= config.max_position_embeddings.
-void check_max_seq_length(int64_t max_seq_length, const BertConfig& config);
+void check_max_seq_length(int64_t max_seq_length, const ModelConfig& config);
 
 // Moves `model` to `device` ("cpu", "cuda", "cuda:N") with Module::to(),
 // unless every parameter and buffer is already there: a CPU model on CPU is
@@ -52,11 +53,12 @@ Tensor on_device(const Tensor& t, Device device);
 // "BertForTokenClassification"): its config's id2label in id order; empty
 // when the config is not that architecture or has no id2label. A malformed
 // id2label is a kiln::Error naming `source`.
-std::vector<std::string> finetuned_labels(const BertConfig& config, const std::string& architecture,
+std::vector<std::string> finetuned_labels(const ModelConfig& config, const std::string& architecture,
                                           const std::string& source);
 
 // Sets architectures = {architecture} and id2label / label2id from `labels`
 // (label i has id i), as transformers writes them.
+void set_label_maps(ModelConfig& config, const std::string& architecture, const std::vector<std::string>& labels);
 void set_label_maps(BertConfig& config, const std::string& architecture, const std::vector<std::string>& labels);
 
 // An in-memory dataset over `examples`.

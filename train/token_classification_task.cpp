@@ -70,12 +70,12 @@ TokenClassificationTask::TokenClassificationTask(const TrainingArguments& args, 
   KILN_CHECK(pad >= 0, "the tokenizer has no pad token ([PAD], <pad>, or tokenizer_config.json's pad_token)");
   pad_id_ = pad;
 
-  const BertConfig base = nn::load_config(args.model);
+  const ModelConfig base = nn::load_model_config(args.model);
   check_vocab_matches(base, tokenizer_->vocab_size(), args.model + "/config.json");
   check_max_seq_length(args.max_seq_length, base);
   // the family's class: BertForTokenClassification, RobertaForTokenClassification, ...
   const std::string architecture =
-      nn::model_family(base.model_type, args.model + "/config.json").architecture(nn::ModelTask::TokenClassification);
+      nn::model_family(base.model_type(), args.model + "/config.json").architecture(nn::ModelTask::TokenClassification);
   label_set_ = finetuned_labels(base, architecture, args.model + "/config.json");
   KILN_CHECK(for_training || !label_set_.empty(), args.model,
              " is not a fine-tuned token classifier (its config.json has no ", architecture, " id2label)");

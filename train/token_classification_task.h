@@ -43,7 +43,7 @@ class TokenClassificationTask final : public TrainTask {
   ~TokenClassificationTask() override;
 
   nn::Module& model() override { return *model_; }
-  const BertConfig& config() const override { return config_; }
+  ModelConfig model_config() const override { return config_; }
   std::string kind() const override { return "token-classification"; }
   size_t batches_per_epoch() const override { return train_loader_ ? train_loader_->num_batches() : 0; }
   data::LoaderState loader_state() const override { return train_loader_->state(); }
@@ -73,7 +73,7 @@ class TokenClassificationTask final : public TrainTask {
   data::ConllOptions file_options() const;
 
   TrainingArguments args_;
-  BertConfig config_;
+  ModelConfig config_;
   std::unique_ptr<data::TextTokenizer> tokenizer_;
   std::shared_ptr<nn::TokenClassifier> model_;
   std::map<std::string, std::string> tokenizer_files_;

@@ -74,18 +74,16 @@ std::vector<Tensor> parameters_of(const nn::Module& model) {
 }
 
 // The fields that fix the model's shapes; a checkpoint must agree on all.
-void check_same_architecture(const BertConfig& saved, const BertConfig& now, const std::string& where) {
-  auto field = [&](const char* name, int64_t a, int64_t b) {
-    KILN_CHECK(a == b, where, " was written for another model config: ", name, " is ", a, " there and ", b,
-               " here (resume with the flags of the run that wrote it, or choose another --output-dir)");
-  };
-  field("vocab_size", saved.vocab_size, now.vocab_size);
-  field("hidden_size", saved.hidden_size, now.hidden_size);
-  field("num_hidden_layers", saved.num_hidden_layers, now.num_hidden_layers);
-  field("num_attention_heads", saved.num_attention_heads, now.num_attention_heads);
-  field("intermediate_size", saved.intermediate_size, now.intermediate_size);
-  field("max_position_embeddings", saved.max_position_embeddings, now.max_position_embeddings);
-  field("type_vocab_size", saved.type_vocab_size, now.type_vocab_size);
+void check_same_architecture(const ModelConfig& saved, const ModelConfig& now, const std::string& where) {
+  const char* fix = " (resume with the flags of the run that wrote it, or choose another --output-dir)";
+  KILN_CHECK(saved.model_type() == now.model_type(), where, " was written for another model config: model_type is ",
+             saved.model_type(), " there and ", now.model_type(), " here", fix);
+  const auto& a = saved.facts().shape_fields;
+  const auto& b = now.facts().shape_fields;
+  KILN_CHECK(a.size() == b.size(), where, ": the shape fields of its config differ from this model's", fix);
+  for (size_t i = 0; i < a.size(); ++i)
+    KILN_CHECK(a[i] == b[i], where, " was written for another model config: ", a[i].first, " is ", a[i].second,
+               " there and ", b[i].second, " here", fix);
 }
 
 std::map<std::string, Tensor> prefixed(const std::string& prefix, const std::map<std::string, Tensor>& m) {
@@ -287,7 +285,7 @@ std::optional<FoundCheckpoint> TrainingRun::choose_checkpoint() {
 
 void TrainingRun::check_resumable(const std::string& path, const LoadedCheckpoint& ck) {
   const ResumeState& st = ck.resume;
-  check_same_architecture(ck.config, task_.config(), path);
+  check_same_architecture(ck.config, task_.model_config(), path);
   KILN_CHECK(st.amp == args_.amp, path, " was written with --amp ", st.amp, "; resume it with the same --amp (not ",
              args_.amp, ")");
   KILN_CHECK(st.kind == task_.kind(), path, " is a '", st.kind.empty() ? "?" : st.kind,
@@ -355,7 +353,7 @@ void TrainingRun::save(int64_t s) {
                         {"vocab_crc32c", vocab_fingerprint_},
                         {"eval", result_.eval},
                         {"args", args_.to_json()}};
-  data.config = task_.config();
+  data.config = task_.model_config();
   data.extra_files = task_.extra_files();
   result_.last_checkpoint = save_checkpoint(out_dir_.string(), s, data, static_cast<int>(args_.save_total_limit));
 }
@@ -506,7 +504,7 @@ void TrainingRun::finish(int stop_signal) {
   if (result_.finished && last_eval_ != step_) evaluate(step_);
   if (last_saved_ != step_) save(step_);
   if (result_.finished && main_) {
-    task_.config().to_json_file((out_dir_ / "config.json").string());
+    task_.model_config().to_json_file((out_dir_ / "config.json").string());
     nn::save_safetensors((out_dir_ / "model.safetensors").string(), model_.state_dict());
     for (auto& [name, text] : task_.extra_files()) write_text_atomic(out_dir_ / name, text);
     const fs::path plot = log_->write_plot();

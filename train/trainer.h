@@ -63,7 +63,9 @@
 #include "kiln/data/dataloader.h"
 #include "kiln/data/sampler.h"
 #include "kiln/dist/process_group.h"
+#include "kiln/core/error.h"
 #include "kiln/nn/bert_config.h"
+#include "kiln/nn/model_config.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::train {
@@ -152,7 +154,15 @@ class TrainTask {
  public:
   virtual ~TrainTask() = default;
   virtual nn::Module& model() = 0;
-  virtual const BertConfig& config() const = 0;
+  // The model's config as its family wrote it (Note [Model-agnostic
+  // config]): saved as config.json with every checkpoint and the final
+  // model, and checked on --resume. Override this (any family) or, as a
+  // BERT-schema task written for kiln 0.1, config().
+  virtual ModelConfig model_config() const { return ModelConfig(config()); }
+  // kiln 0.1's BERT-only form, kept for tasks that override it.
+  virtual const BertConfig& config() const {
+    fail("TrainTask: override model_config() (or, for a BERT-schema model, config())");
+  }
   // "mlm" or "classification" (recorded in checkpoints; resume checks it).
   virtual std::string kind() const = 0;
   virtual size_t batches_per_epoch() const = 0;

@@ -46,7 +46,7 @@ Tensor RobertaEmbeddings::forward(const Tensor& ids, const Tensor& token_type_id
   return dropout_add(norm->forward(h), Tensor(), drop->p, drop->is_training());
 }
 
-RobertaModel::RobertaModel(const BertConfig& c, bool add_pooling_layer) : config(c) {
+RobertaModel::RobertaModel(const BertConfig& c, bool add_pooling_layer) : config(c), family_config(c) {
   config.validate();
   embeddings = register_module("embeddings", std::make_shared<RobertaEmbeddings>(c));
   encoder = register_module("encoder", std::make_shared<BertEncoder>(c));

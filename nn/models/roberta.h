@@ -41,8 +41,9 @@ class RobertaModel : public EncoderModel, public Callable<RobertaModel> {
   explicit RobertaModel(const BertConfig& c, bool add_pooling_layer = true);
   EncoderOutputs forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                          const Tensor& token_type_ids = Tensor()) const override;
-  const BertConfig& model_config() const override { return config; }
+  const ModelConfig& model_config() const override { return family_config; }
   BertConfig config;
+  ModelConfig family_config;  // config, as the Auto layer's interfaces hand it out
   std::shared_ptr<RobertaEmbeddings> embeddings;
   std::shared_ptr<BertEncoder> encoder;
   std::shared_ptr<BertPooler> pooler;  // null without pooling layer
@@ -65,7 +66,7 @@ class RobertaForMaskedLM : public MaskedLanguageModel, public Callable<RobertaFo
   explicit RobertaForMaskedLM(const BertConfig& c);
   MaskedLMOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                          const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const override;
-  const BertConfig& model_config() const override { return roberta->config; }
+  const ModelConfig& model_config() const override { return roberta->family_config; }
   std::shared_ptr<RobertaModel> roberta;
   std::shared_ptr<RobertaLMHead> lm_head;
 };
@@ -86,7 +87,7 @@ class RobertaForSequenceClassification : public SequenceClassifier,
   RobertaForSequenceClassification(const BertConfig& c, int64_t num_labels = 2);
   ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                                const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const override;
-  const BertConfig& model_config() const override { return roberta->config; }
+  const ModelConfig& model_config() const override { return roberta->family_config; }
   std::shared_ptr<RobertaModel> roberta;
   std::shared_ptr<RobertaClassificationHead> classifier;
 };
@@ -96,7 +97,7 @@ class RobertaForTokenClassification : public TokenClassifier, public Callable<Ro
   RobertaForTokenClassification(const BertConfig& c, int64_t num_labels = 2);
   ClassificationOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
                                const Tensor& token_type_ids = Tensor(), const Tensor& labels = Tensor()) const override;
-  const BertConfig& model_config() const override { return roberta->config; }
+  const ModelConfig& model_config() const override { return roberta->family_config; }
   std::shared_ptr<RobertaModel> roberta;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<Linear> classifier;

@@ -5,6 +5,9 @@
                                    scalars, zero-sized tensors) and near-misses
   tests/fuzz/corpus/bert_config/   the all-MiniLM-L6-v2 config, presets, minimal
                                    and broken configs
+  tests/fuzz/corpus/model_config/  configs of every family (bert, roberta,
+                                   xlm-roberta, distilbert), unknown model_types
+                                   and DistilBERT near-misses
   tests/fuzz/corpus/corpus/        `kiln prepare` folders (index.json + shards,
                                    concatenated) and corrupt ones
   tests/fuzz/corpus/labeled_file/  GLUE-style TSV, CSV and JSONL files (byte 0:
@@ -105,6 +108,38 @@ def config(**fields):
             "max_position_embeddings": 512, "type_vocab_size": 2}
     base.update(fields)
     return json.dumps({k: v for k, v in base.items() if v is not None}, indent=2, sort_keys=True) + "\n"
+
+
+def distil(**fields):
+    base = {"model_type": "distilbert", "vocab_size": 30522, "dim": 64, "n_layers": 2, "n_heads": 2,
+            "hidden_dim": 256, "max_position_embeddings": 512}
+    base.update(fields)
+    return json.dumps({k: v for k, v in base.items() if v is not None}, indent=2, sort_keys=True) + "\n"
+
+
+def model_config_seeds():
+    write("model_config", "bert", config())
+    write("model_config", "no_model_type", config(model_type=None))
+    write("model_config", "roberta", config(model_type="roberta", pad_token_id=1, max_position_embeddings=514,
+                                            type_vocab_size=1))
+    write("model_config", "xlm_roberta", config(model_type="xlm-roberta", vocab_size=250002))
+    write("model_config", "distilbert", distil())
+    write("model_config", "distilbert_hf", distil(
+        activation="gelu", architectures=["DistilBertForSequenceClassification"], attention_dropout=0.1,
+        dropout=0.1, id2label={"0": "NEGATIVE", "1": "POSITIVE"}, label2id={"NEGATIVE": 0, "POSITIVE": 1},
+        initializer_range=0.02, qa_dropout=0.1, seq_classif_dropout=0.2, sinusoidal_pos_embds=False,
+        tie_weights_=True, transformers_version="4.36.2", pad_token_id=0))
+    write("model_config", "distilbert_aliases", distil(dim=None, n_heads=None, n_layers=None, hidden_size=64,
+                                                       num_attention_heads=2, num_hidden_layers=2))
+    write("model_config", "distilbert_sinusoidal", distil(sinusoidal_pos_embds=True))
+    write("model_config", "bad_unknown_type", config(model_type="gpt_neox"))
+    write("model_config", "bad_type_type", config(model_type=3))
+    write("model_config", "bad_distil_heads", distil(n_heads=5))
+    write("model_config", "bad_distil_alias", distil(hidden_size=32))
+    write("model_config", "bad_distil_bool", distil(sinusoidal_pos_embds="yes"))
+    write("model_config", "bad_distil_act", distil(activation="swiglu"))
+    write("model_config", "bad_distil_missing", distil(hidden_dim=None))
+    write("model_config", "bad_distil_pad", distil(pad_token_id=30522))
 
 
 def bert_config_seeds():
@@ -620,6 +655,7 @@ if __name__ == "__main__":
         sys.exit(0)
     safetensors_seeds()
     bert_config_seeds()
+    model_config_seeds()
     corpus_seeds()
     labeled_file_seeds()
     vocab_seeds()
