@@ -47,6 +47,7 @@
 #include "kiln/nn/heads.h"
 #include "kiln/nn/bert.h"
 #include "kiln/nn/models/roberta.h"
+#include "kiln/nn/models/distilbert.h"
 #include "kiln/nn/safetensors.h"
 #include "kiln/nn/weight_files.h"
 #include "kiln/nn/hf_checkpoint.h"

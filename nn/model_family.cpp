@@ -13,7 +13,8 @@ std::string ModelFamily::architecture(ModelTask task) const {
 }
 
 const std::vector<const ModelFamily*>& model_families() {
-  static const std::vector<const ModelFamily*> all = {&bert_family(), &roberta_family(), &xlm_roberta_family()};
+  static const std::vector<const ModelFamily*> all = {&bert_family(), &roberta_family(), &xlm_roberta_family(),
+                                                          &distilbert_family()};
   return all;
 }
 

@@ -47,5 +47,6 @@ const ModelFamily& model_family(const std::string& model_type, const std::string
 const ModelFamily& bert_family();
 const ModelFamily& roberta_family();
 const ModelFamily& xlm_roberta_family();
+const ModelFamily& distilbert_family();
 
 }  // namespace kiln::nn

@@ -4,7 +4,9 @@
 # config.json (kiln pretrain --config), fine-tuned on SST-2 sentences (kiln
 # finetune), then evaluated, asked for predictions, embeddings and, when
 # this build has the exporter, an ONNX file. Each saved config keeps the
-# family's classes; an unknown model_type is one clear error.
+# family's classes; an unknown model_type is one clear error. A
+# DistilBERT-shaped model (BERT's WordPiece vocabulary) goes through the same
+# tools, and through token classification on CoNLL-2003 sentences.
 #
 #   tests/family_cli.sh KILN DATA WORK_DIR   (KILN_DATA overrides DATA)
 set -uo pipefail
@@ -48,10 +50,47 @@ fi
 mkdir -p other
 sed 's/"xlm-roberta"/"gpt_neox"/' clf/config.json >other/config.json
 cp clf/model.safetensors other/
-expect_error "an unknown model_type" "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta)" \
+expect_error "an unknown model_type" "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta, distilbert)" \
   "$kiln" predict --model other --input sentences.txt
 expect_error "max-seq-length past the padding offset" "exceeds the 32 tokens" \
   "$kiln" finetune --model base --train-file train.tsv --max-seq-length 33 --max-steps 1 --output-dir never
+
+# DistilBERT: pretrain from a config.json, sequence and token classification, embed, export
+vocab=$data/vocab/bert-base-uncased-vocab.txt
+cat >distil.json <<'JSON'
+{"model_type": "distilbert", "vocab_size": 30522, "dim": 32, "n_layers": 1, "n_heads": 2, "hidden_dim": 64,
+ "max_position_embeddings": 32}
+JSON
+"$kiln" pretrain --config distil.json --vocab "$vocab" --train-file text.txt --max-seq-length 32 --batch-size 8 \
+  --max-steps 3 --save-steps 0 --output-dir dbase >dpretrain.log 2>&1 || { cat dpretrain.log; fail "pretrain --config (distilbert)"; }
+grep -q '"DistilBertForMaskedLM"' dbase/config.json || fail "dbase/config.json does not name DistilBertForMaskedLM"
+grep -q '"n_layers": 1' dbase/config.json || fail "dbase/config.json lost DistilBERT's field names"
+"$kiln" finetune --model dbase --train-file train.tsv --validation-file dev.tsv --max-seq-length 32 --batch-size 16 \
+  --max-steps 4 --save-steps 0 --output-dir dclf >dfinetune.log 2>&1 || { cat dfinetune.log; fail "finetune (distilbert)"; }
+grep -q '"DistilBertForSequenceClassification"' dclf/config.json ||
+  fail "dclf/config.json does not name DistilBertForSequenceClassification"
+"$kiln" evaluate --model dclf --validation-file dev.tsv --max-seq-length 32 >deval.txt 2>deval.err ||
+  { cat deval.err; fail "evaluate (distilbert)"; }
+grep -q '"accuracy"' deval.txt || fail "evaluate (distilbert) lacks accuracy: $(cat deval.txt)"
+head -n 120 "$data/conll2003/train.txt" >ner_train.txt
+head -n 60 ner_train.txt >ner_dev.txt  # labels the training part has
+"$kiln" finetune --task token-classification --model dbase --train-file ner_train.txt --validation-file ner_dev.txt \
+  --max-seq-length 32 --batch-size 8 --max-steps 3 --save-steps 0 --output-dir dner >dner.log 2>&1 ||
+  { cat dner.log; fail "finetune --task token-classification (distilbert)"; }
+grep -q '"DistilBertForTokenClassification"' dner/config.json ||
+  fail "dner/config.json does not name DistilBertForTokenClassification"
+"$kiln" predict --model dner --input ner_dev.txt --max-seq-length 32 >dnerpred.txt 2>dnerpred.err ||
+  { cat dnerpred.err; fail "predict (distilbert NER)"; }
+"$kiln" embed --model dbase <sentences.txt >demb.txt 2>demb.err || { cat demb.err; fail "embed (distilbert)"; }
+[[ $(wc -l <demb.txt) -eq 40 && $(head -1 demb.txt | wc -w) -eq 32 ]] || fail "embed (distilbert): expected 40 lines of 32 numbers"
+if "$kiln" export --help 2>&1 | grep -q -- "--output"; then
+  "$kiln" export --model dclf --output dclf.onnx >dexport.log 2>&1 || { cat dexport.log; fail "export (distilbert)"; }
+  [[ -s dclf.onnx ]] || fail "export (distilbert) wrote no dclf.onnx"
+fi
+mkdir -p dmixed
+cp dclf/config.json dclf/vocab.txt dmixed/ && cp clf/model.safetensors dmixed/
+expect_error "a DistilBERT config over XLM-R weights" "is named as a" "$kiln" predict --model dmixed --input sentences.txt \
+  --max-seq-length 32
 
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
 echo "family_cli: all checks passed"

@@ -303,6 +303,36 @@ TEST(OnnxExport, RobertaFamilyMatchesOnnxRuntime) {
   fs::remove_all(root);
 }
 
+// DistilBERT: no token types (the exported graph's token_type_ids input is
+// unused), no pooler; its token classifier and masked-LM head match ONNX Runtime.
+TEST(OnnxExport, DistilBertFamilyMatchesOnnxRuntime) {
+  REQUIRE_ORT();
+  const fs::path root = fresh_dir("onnx", "distilbert");
+  DistilBertConfig c;
+  c.vocab_size = 120;
+  c.dim = 64;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.hidden_dim = 128;
+  c.max_position_embeddings = 64;
+  c.initializer_range = 0.3;
+  manual_seed(10);
+  ModelConfig mc = ModelConfig::from_json_string(c.to_json_string());
+  auto ner = nn::AutoModelForTokenClassification::from_config(mc, 3);
+  train::set_label_maps(mc, "DistilBertForTokenClassification", {"O", "B-PER", "I-PER"});
+  nn::save_pretrained(*ner, mc, (root / "ner").string());
+  std::string task;
+  auto model = load_bert_for_export((root / "ner").string(), task);
+  EXPECT_EQ(task, "token-classification");
+  expect_matches_ort(py, bert_export_spec(*model, task), root / "ner.onnx", kBertShapes);
+  auto mlm = nn::AutoModelForMaskedLM::from_config(mc);
+  nn::save_pretrained(*mlm, mc, (root / "mlm").string());
+  std::string mlm_task = "masked-lm";
+  auto lm = load_bert_for_export((root / "mlm").string(), mlm_task);
+  expect_matches_ort(py, bert_export_spec(*lm, mlm_task), root / "mlm.onnx", kBertShapes);
+  fs::remove_all(root);
+}
+
 // A classifier kiln really fine-tuned (all-MiniLM-L6-v2 on SST-2 sentences,
 // through train::train as `kiln finetune` runs it): its output directory
 // exports as `kiln export --model DIR` would, and ONNX Runtime gives kiln's

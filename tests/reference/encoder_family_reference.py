@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The parity oracle for kiln's BERT-schema encoder families (RoBERTa, XLM-R):
+"""The parity oracle for kiln's encoder families (RoBERTa, XLM-R, DistilBERT):
 transformers itself builds randomly initialised models of each family from a
 config (from_config, seeds fixed), saves them (safetensors) and records what
 they compute, so the C++ test can load the same directories and compare.
@@ -15,8 +15,8 @@ For each case (family x size) and head (Model, ForMaskedLM,
 ForSequenceClassification, ForTokenClassification) it writes
 DIR/<case>/<Head>/ (config.json + model.safetensors) and
 DIR/<case>/<Head>.golden.safetensors with the inputs (padded: pad id 1,
-attention_mask 0 there), the outputs (last_hidden_state and pooler_output,
-or logits), the loss on the labels and every parameter's gradient of that
+attention_mask 0 there; RoBERTa's pad id 1, DistilBERT's 0), the outputs
+(last_hidden_state and, where the family has a pooler, pooler_output; or logits), the loss on the labels and every parameter's gradient of that
 loss ("grad.<name>"), all float32. With --text-ids, the case "xlmr-text"
 (heads Model and ForSequenceClassification, no gradients) runs a model of
 the real XLM-R tokenizer's vocabulary (the tokenizer copied into the model
@@ -35,8 +35,16 @@ HEADS = ["Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassific
 NUM_LABELS = {"ForSequenceClassification": 3, "ForTokenClassification": 5}
 
 
+PREFIX = {"roberta": "Roberta", "xlm-roberta": "XLMRoberta", "distilbert": "DistilBert"}
+PAD = {"roberta": 1, "xlm-roberta": 1, "distilbert": 0}
+
+
 def config_for(family, vocab, hidden, layers, heads, ffn, positions):
     import transformers
+    if family == "distilbert":
+        return transformers.DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads,
+                                             hidden_dim=ffn, max_position_embeddings=positions, dropout=0.0,
+                                             attention_dropout=0.0, seq_classif_dropout=0.0, pad_token_id=0)
     cls = transformers.RobertaConfig if family == "roberta" else transformers.XLMRobertaConfig
     # dropout off: the gradients of one step are compared, and dropout's masks differ
     return cls(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
@@ -45,15 +53,15 @@ def config_for(family, vocab, hidden, layers, heads, ffn, positions):
                eos_token_id=2, layer_norm_eps=1e-5)
 
 
-def synthetic_inputs(vocab, lengths, seed):
+def synthetic_inputs(vocab, lengths, seed, pad=1):
     import torch
     g = torch.Generator().manual_seed(seed)
     T = max(lengths)
-    ids = torch.full((len(lengths), T), 1, dtype=torch.long)
+    ids = torch.full((len(lengths), T), pad, dtype=torch.long)
     mask = torch.zeros((len(lengths), T), dtype=torch.long)
     for i, n in enumerate(lengths):
         ids[i, :n] = torch.randint(3, vocab, (n,), generator=g)
-        ids[i, 0], ids[i, n - 1] = 0, 2  # <s> ... </s>
+        ids[i, 0], ids[i, n - 1] = (0, 2) if pad == 1 else (2, 3)  # <s> ... </s>, [CLS] ... [SEP]
         mask[i, :n] = 1
     return ids, mask
 
@@ -80,7 +88,7 @@ def run_case(workdir, name, family, config, ids, mask, seed, tokenizer_file=None
     import torch
     import transformers
     from safetensors.torch import save_file
-    prefix = "Roberta" if family == "roberta" else "XLMRoberta"
+    prefix = PREFIX[family]
     os.makedirs(os.path.join(workdir, name), exist_ok=True)
     for head in heads:
         torch.manual_seed(seed)
@@ -102,8 +110,12 @@ def run_case(workdir, name, family, config, ids, mask, seed, tokenizer_file=None
         golden = {"input_ids": ids, "attention_mask": mask}
         if head == "Model":
             golden["last_hidden_state"] = out.last_hidden_state
-            golden["pooler_output"] = out.pooler_output
-            loss = (out.last_hidden_state * mask.unsqueeze(-1)).pow(2).mean() + out.pooler_output.sum()
+            hm = out.last_hidden_state * mask.unsqueeze(-1)
+            if getattr(out, "pooler_output", None) is not None:
+                golden["pooler_output"] = out.pooler_output
+                loss = hm.pow(2).mean() + out.pooler_output.sum()
+            else:  # DistilBERT has no pooler; mean(LN(x)^2) alone is constant in x at init, so cubes
+                loss = hm.pow(3).mean()
         else:
             golden["logits"] = out.logits
             golden["labels"] = labels
@@ -137,14 +149,14 @@ def build(a):
     torch.set_num_threads(1)
     cases = []
     # two sizes per family: a small one, and one of a realistic layer shape (bert-mini's)
-    for family in ["roberta", "xlm-roberta"]:
+    for family in ["roberta", "xlm-roberta", "distilbert"]:
         for size, (vocab, hidden, layers, heads, ffn, positions) in {
             "small": (1000, 64, 2, 4, 256, 40),
             "mini": (5000, 256, 4, 4, 1024, 130),
         }.items():
             name = f"{family}-{size}"
             config = config_for(family, vocab, hidden, layers, heads, ffn, positions)
-            ids, mask = synthetic_inputs(vocab, [11, 7, 3], seed=len(cases) + 5)
+            ids, mask = synthetic_inputs(vocab, [11, 7, 3], seed=len(cases) + 5, pad=PAD[family])
             run_case(a.workdir, name, family, config, ids, mask, seed=100 + len(cases), sharded=size == "small")
             cases.append(name)
     if a.text_ids:
