@@ -82,9 +82,10 @@ ModelConfig load_model_config(const std::string& dir);
 
 // Checks a checkpoint's header against a config before any model is built
 // (reading the header only): every base-model tensor the config implies
-// (embeddings.*, encoder.layer.0 to num_hidden_layers - 1) must be in the
-// file, and every file tensor whose shape the config fixes must have that
-// shape. Names are mapped as load_hf_state maps them (the family's prefix,
+// (the family's WeightNames::shapes: its embeddings, and each layer's tensors
+// up to the layer count, e.g. encoder.layer.0 to num_hidden_layers - 1) must
+// be in the file, and every file tensor whose shape the config fixes must
+// have that shape. Names are mapped as load_hf_state maps them (the family's prefix,
 // gamma/beta). A file whose tensors carry another family's prefix ("bert."
 // under a roberta config) is refused as that family's checkpoint. kiln::Error
 // naming the tensor and both shapes, or the missing tensor and the config
