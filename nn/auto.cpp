@@ -9,14 +9,13 @@ namespace kiln::nn {
 
 namespace {
 
-// Built from pretrained_config(dir) (the family checked first, so an unknown
-// model_type is the Auto layer's error), then the weights loaded.
+// Built from pretrained_config(dir) (ModelConfig looks the family up before
+// reading its fields, so an unknown model_type is the Auto layer's error),
+// then the weights loaded.
 template <typename Build>
 auto load(const std::string& dir, LoadReport* report, Build build) {
-  check_model_dir(dir, true);
-  const ModelFamily& family = model_family(model_type_of(dir), dir + "/config.json");
   const ModelConfig config = pretrained_config(dir);
-  auto model = build(family, config);
+  auto model = build(model_family(config.model_type()), config);
   LoadReport r = load_pretrained_weights(*model, dir, config);
   if (report) *report = r;
   return model;
