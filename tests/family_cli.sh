@@ -17,6 +17,20 @@ mkdir -p "$work"
 cd "$work" || exit 1
 tok=$data/tokenizers/xlm-roberta/tokenizer.json
 
+# embed_and_export BASE CLF FAMILY: 40 sentence embeddings of 32 numbers from
+# BASE, and (when this build has the exporter) CLF as ONNX.
+embed_and_export() {
+  local base=$1 clf=$2 family=$3
+  "$kiln" embed --model "$base" <sentences.txt >"$base.emb" 2>"$base.emb.err" || { cat "$base.emb.err"; fail "embed ($family)"; }
+  [[ $(wc -l <"$base.emb") -eq 40 && $(head -1 "$base.emb" | wc -w) -eq 32 ]] ||
+    fail "embed ($family): expected 40 lines of 32 numbers"
+  if "$kiln" export --help 2>&1 | grep -q -- "--output"; then
+    "$kiln" export --model "$clf" --output "$clf.onnx" >"$clf.export.log" 2>&1 ||
+      { cat "$clf.export.log"; fail "export ($family)"; }
+    [[ -s $clf.onnx ]] || fail "export ($family) wrote no $clf.onnx"
+  fi
+}
+
 cat >config.json <<'JSON'
 {"model_type": "xlm-roberta", "vocab_size": 250002, "hidden_size": 32, "num_hidden_layers": 1,
  "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 34, "type_vocab_size": 1,
@@ -40,12 +54,7 @@ grep -q '"accuracy"' eval.txt || fail "evaluate lacks accuracy: $(cat eval.txt)"
 cut -f2 dev.tsv | tail -n +2 >sentences.txt
 "$kiln" predict --model clf --input dev.tsv --max-seq-length 32 >pred.txt 2>pred.err || { cat pred.err; fail "predict (xlm-roberta)"; }
 [[ $(wc -l <pred.txt) -eq 40 ]] || fail "predict: expected 40 lines, got $(wc -l <pred.txt)"
-"$kiln" embed --model base <sentences.txt >emb.txt 2>emb.err || { cat emb.err; fail "embed (xlm-roberta)"; }
-[[ $(wc -l <emb.txt) -eq 40 && $(head -1 emb.txt | wc -w) -eq 32 ]] || fail "embed: expected 40 lines of 32 numbers"
-if "$kiln" export --help 2>&1 | grep -q -- "--output"; then
-  "$kiln" export --model clf --output clf.onnx >export.log 2>&1 || { cat export.log; fail "export (xlm-roberta)"; }
-  [[ -s clf.onnx ]] || fail "export wrote no clf.onnx"
-fi
+embed_and_export base clf xlm-roberta
 
 mkdir -p other
 sed 's/"xlm-roberta"/"gpt_neox"/' clf/config.json >other/config.json
@@ -81,12 +90,7 @@ grep -q '"DistilBertForTokenClassification"' dner/config.json ||
   fail "dner/config.json does not name DistilBertForTokenClassification"
 "$kiln" predict --model dner --input ner_dev.txt --max-seq-length 32 >dnerpred.txt 2>dnerpred.err ||
   { cat dnerpred.err; fail "predict (distilbert NER)"; }
-"$kiln" embed --model dbase <sentences.txt >demb.txt 2>demb.err || { cat demb.err; fail "embed (distilbert)"; }
-[[ $(wc -l <demb.txt) -eq 40 && $(head -1 demb.txt | wc -w) -eq 32 ]] || fail "embed (distilbert): expected 40 lines of 32 numbers"
-if "$kiln" export --help 2>&1 | grep -q -- "--output"; then
-  "$kiln" export --model dclf --output dclf.onnx >dexport.log 2>&1 || { cat dexport.log; fail "export (distilbert)"; }
-  [[ -s dclf.onnx ]] || fail "export (distilbert) wrote no dclf.onnx"
-fi
+embed_and_export dbase dclf distilbert
 mkdir -p dmixed
 cp dclf/config.json dclf/vocab.txt dmixed/ && cp clf/model.safetensors dmixed/
 expect_error "a DistilBERT config over XLM-R weights" "is named as a" "$kiln" predict --model dmixed --input sentences.txt \
