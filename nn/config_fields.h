@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <optional>
@@ -48,6 +49,23 @@ class FieldReader {
     const json* v = get(key);
     KILN_CHECK(v, source_, ": missing required field '", key, "'");
     out = integer(key, *v);
+  }
+  // A required field that transformers' attribute_map also names `alias`
+  // (DistilBERT's dim as hidden_size, GPT-2's n_embd): the alias is read when
+  // the field is absent; when both are present they must agree. The alias
+  // counts as used either way (it is not kept twice in `extra`).
+  void require_aliased(const std::string& field, const std::string& alias, int64_t& out) {
+    const auto f = obj_.find(field), a = obj_.find(alias);
+    KILN_CHECK(f == obj_.end() || a == obj_.end() || *f == *a, source_, ": '", alias, "' and '", field,
+               "' disagree (transformers reads ", alias, " as ", field, ")");
+    (void)get(alias);
+    require(f == obj_.end() && a != obj_.end() ? alias : field, out);
+  }
+  // "model_type", when present, must be `want` (a family's reader reads only its own).
+  void expect_model_type(const std::string& want) {
+    std::string type = want;
+    optional("model_type", type);
+    KILN_CHECK(type == want, source_, ": model_type '", type, "' is not ", want);
   }
   void optional(const std::string& key, int64_t& out) {
     if (const json* v = get(key)) out = integer(key, *v);
@@ -111,6 +129,15 @@ class FieldReader {
   const std::string& source_;
   std::vector<std::string> used_;
 };
+
+// config.json text as a bounded JSON object (Note [Bounded JSON]), else
+// kiln::Error "<source>: config must be a JSON object, got <type>".
+json parse_object(const std::string& text, const std::string& source);
+
+// Each size in [1, kMaxSize] and each dropout probability in [0, 1), else
+// kiln::Error "<source>: <field> = <value> must be in ...".
+void check_sizes(std::initializer_list<std::pair<const char*, int64_t>> sizes, const std::string& source);
+void check_probabilities(std::initializer_list<std::pair<const char*, double>> probs, const std::string& source);
 
 // The checks every family's validate() shares, each a kiln::Error
 // "<source>: <field> ...": problem_type one of transformers' three;

@@ -62,6 +62,22 @@ void check_common_fields(const std::optional<std::string>& problem_type, const s
   if (const auto it = extra.find("id2label"); it != extra.end()) (void)parse_id2label(it->second, source + ": id2label");
 }
 
+json parse_object(const std::string& text, const std::string& source) {
+  json j = parse_json_bounded(text, source);  // Note [Bounded JSON]
+  KILN_CHECK(j.is_object(), source, ": config must be a JSON object, got ", j.type_name());
+  return j;
+}
+
+void check_sizes(std::initializer_list<std::pair<const char*, int64_t>> sizes, const std::string& source) {
+  for (const auto& [field, value] : sizes)
+    KILN_CHECK(value >= 1 && value <= kMaxSize, source, ": ", field, " = ", value, " must be in [1, ", kMaxSize, "]");
+}
+
+void check_probabilities(std::initializer_list<std::pair<const char*, double>> probs, const std::string& source) {
+  for (const auto& [field, p] : probs)
+    KILN_CHECK(p >= 0.0 && p < 1.0, source, ": ", field, " = ", p, " must be in [0, 1)");
+}
+
 void check_saved_size(size_t saved_bytes, const std::string& source) {
   KILN_CHECK(saved_bytes <= kMaxJsonBytes, source, ": this config would be ", saved_bytes,
              " bytes once saved, over the limit of ", kMaxJsonBytes, " bytes that config.json is read with");
@@ -71,11 +87,7 @@ void check_saved_size(size_t saved_bytes, const std::string& source) {
 
 namespace {
 
-json parsed(const std::string& text, const std::string& source) {
-  json j = parse_json_bounded(text, source);  // Note [Bounded JSON]
-  KILN_CHECK(j.is_object(), source, ": config must be a JSON object, got ", j.type_name());
-  return j;
-}
+json parsed(const std::string& text, const std::string& source) { return config_fields::parse_object(text, source); }
 
 }  // namespace
 

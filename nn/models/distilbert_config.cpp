@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/json_util.h"
 #include "nn/config_fields.h"
 #include "nn/model_size.h"
 #include "nn/models/distilbert.h"
@@ -14,16 +13,11 @@ namespace {
 
 using json = nlohmann::json;
 using config_fields::joined;
-using config_fields::kMaxSize;
 
 constexpr const char* kFieldNames[] = {
     "model_type", "architectures", "vocab_size", "max_position_embeddings", "sinusoidal_pos_embds", "n_layers",
     "n_heads", "dim", "hidden_dim", "dropout", "attention_dropout", "activation", "initializer_range", "qa_dropout",
     "seq_classif_dropout", "pad_token_id", "problem_type"};
-
-// transformers' attribute_map: the common names a config may use instead.
-constexpr std::pair<const char*, const char*> kAliases[] = {
-    {"hidden_size", "dim"}, {"num_attention_heads", "n_heads"}, {"num_hidden_layers", "n_layers"}};
 
 }  // namespace
 
@@ -34,19 +28,20 @@ HiddenAct DistilBertConfig::act() const {
 }
 
 void DistilBertConfig::validate(const std::string& source) const {
-  const std::pair<const char*, int64_t> sizes[] = {
-      {"vocab_size", vocab_size}, {"max_position_embeddings", max_position_embeddings}, {"n_layers", n_layers},
-      {"n_heads", n_heads},       {"dim", dim},                                         {"hidden_dim", hidden_dim}};
-  for (const auto& [field, value] : sizes)
-    KILN_CHECK(value >= 1 && value <= kMaxSize, source, ": ", field, " = ", value, " must be in [1, ", kMaxSize, "]");
+  config_fields::check_sizes({{"vocab_size", vocab_size},
+                              {"max_position_embeddings", max_position_embeddings},
+                              {"n_layers", n_layers},
+                              {"n_heads", n_heads},
+                              {"dim", dim},
+                              {"hidden_dim", hidden_dim}},
+                             source);
   KILN_CHECK(dim % n_heads == 0, source, ": dim = ", dim, " is not divisible by n_heads = ", n_heads);
   KILN_CHECK(!sinusoidal_pos_embds || dim % 2 == 0, source, ": sinusoidal_pos_embds needs an even dim, got ", dim);
-  const std::pair<const char*, double> probs[] = {{"dropout", dropout},
-                                                  {"attention_dropout", attention_dropout},
-                                                  {"qa_dropout", qa_dropout},
-                                                  {"seq_classif_dropout", seq_classif_dropout}};
-  for (const auto& [field, p] : probs)
-    KILN_CHECK(p >= 0.0 && p < 1.0, source, ": ", field, " = ", p, " must be in [0, 1)");
+  config_fields::check_probabilities({{"dropout", dropout},
+                                      {"attention_dropout", attention_dropout},
+                                      {"qa_dropout", qa_dropout},
+                                      {"seq_classif_dropout", seq_classif_dropout}},
+                                     source);
   KILN_CHECK(std::isfinite(initializer_range) && initializer_range > 0.0, source,
              ": initializer_range = ", initializer_range, " must be positive and finite");
   const auto& acts = BertConfig::known_activations();
@@ -69,30 +64,16 @@ BertConfig DistilBertConfig::bert_equivalent() const {
 }
 
 DistilBertConfig DistilBertConfig::from_json_string(const std::string& text, const std::string& source) {
-  const json j = parse_json_bounded(text, source);  // Note [Bounded JSON]
-  KILN_CHECK(j.is_object(), source, ": config must be a JSON object, got ", j.type_name());
+  const json j = config_fields::parse_object(text, source);
   config_fields::FieldReader r(j, source);
+  r.expect_model_type("distilbert");
   DistilBertConfig c;
-  std::string model_type = "distilbert";
-  r.optional("model_type", model_type);
-  KILN_CHECK(model_type == "distilbert", source, ": model_type '", model_type, "' is not distilbert");
-  for (const auto& [alias, field] : kAliases)
-    KILN_CHECK(!(j.contains(alias) && j.contains(field)) || j[alias] == j[field], source, ": '", alias, "' and '",
-               field, "' disagree (DistilBERT reads ", alias, " as ", field, ")");
-  const auto require = [&](const char* field, const char* alias, int64_t& out) {
-    if (alias && !j.contains(field) && j.contains(alias)) {
-      r.require(alias, out);
-      return;
-    }
-    if (alias) (void)r.get(alias);  // equal to the field (checked above): not kept twice
-    r.require(field, out);
-  };
-  require("vocab_size", nullptr, c.vocab_size);
-  require("dim", "hidden_size", c.dim);
-  require("n_layers", "num_hidden_layers", c.n_layers);
-  require("n_heads", "num_attention_heads", c.n_heads);
-  require("hidden_dim", nullptr, c.hidden_dim);
-  require("max_position_embeddings", nullptr, c.max_position_embeddings);
+  r.require("vocab_size", c.vocab_size);
+  r.require_aliased("dim", "hidden_size", c.dim);
+  r.require_aliased("n_layers", "num_hidden_layers", c.n_layers);
+  r.require_aliased("n_heads", "num_attention_heads", c.n_heads);
+  r.require("hidden_dim", c.hidden_dim);
+  r.require("max_position_embeddings", c.max_position_embeddings);
   r.optional("sinusoidal_pos_embds", c.sinusoidal_pos_embds);
   r.optional("dropout", c.dropout);
   r.optional("attention_dropout", c.attention_dropout);
