@@ -20,6 +20,8 @@ void check_config(const GenerationConfig& c) {
              c.temperature);
   KILN_CHECK(c.top_k >= 0, "generate: top_k must be >= 0 (0: off), got ", c.top_k);
   KILN_CHECK(c.top_p > 0 && c.top_p <= 1, "generate: top_p must be in (0, 1], got ", c.top_p);
+  KILN_CHECK(c.repetition_penalty > 0 && std::isfinite(c.repetition_penalty),
+             "generate: repetition_penalty must be positive and finite, got ", c.repetition_penalty);
 }
 
 void check_logits(const Tensor& logits, const char* what) {
@@ -103,6 +105,18 @@ Tensor process_logits(const Tensor& logits, const GenerationConfig& config) {
   return s;
 }
 
+Tensor repetition_penalty(const Tensor& logits, const Tensor& ids, double penalty) {
+  check_logits(logits, "repetition_penalty");
+  KILN_CHECK(penalty > 0 && std::isfinite(penalty), "repetition_penalty: penalty must be positive and finite, got ",
+             penalty);
+  KILN_CHECK(ids.defined() && ids.dim() == 2 && ids.size(0) == logits.size(0) && ids.dtype() == DType::Int64,
+             "repetition_penalty: ids must be (B, S) int64 for logits ", shape_str(logits.sizes()), ", got ",
+             ids.defined() ? shape_str(ids.sizes()) + " " + dtype_name(ids.dtype()) : std::string("undefined"));
+  if (penalty == 1.0 || ids.size(1) == 0) return logits;
+  const Tensor score = gather(logits, 1, ids);  // (B, S); a repeated id gathers and writes the same value
+  return scatter(logits, 1, ids, where(lt(score, 0.0), score * penalty, score / penalty));
+}
+
 Tensor next_tokens(const Tensor& logits, const GenerationConfig& config, Generator* gen) {
   check_config(config);
   check_logits(logits, "next_tokens");
@@ -132,7 +146,8 @@ Tensor generate(const DecoderStep& step, const Tensor& prompt, const GenerationC
     KILN_CHECK(logits.defined() && logits.dim() == 3 && logits.size(0) == B && logits.size(1) == run.size(1),
                "generate: the decoder step must return logits (B, T, V) for its (B, T) ids, got ",
                logits.defined() ? shape_str(logits.sizes()) : "an undefined tensor", " for ", shape_str(run.sizes()));
-    Tensor next = next_tokens(logits.select(1, logits.size(1) - 1), config, gen);  // (B)
+    const Tensor last = repetition_penalty(logits.select(1, logits.size(1) - 1), ids, config.repetition_penalty);
+    Tensor next = next_tokens(last, config, gen);  // (B)
     if (config.eos_token_id) {
       next = where(eq(finished, 1.0), full({B}, static_cast<double>(config.pad_token_id), ids_opts), next);
       finished = maximum(finished, eq(next, static_cast<double>(*config.eos_token_id)).to(DType::Int64));

@@ -60,6 +60,7 @@ struct GenerationConfig {
   double temperature = 1.0;  // > 0; logits are divided by it
   int64_t top_k = 0;         // keep the k most likely tokens (ties with the k-th kept); 0: all
   double top_p = 1.0;        // keep the smallest set whose probability reaches top_p; 1: all
+  double repetition_penalty = 1.0;  // > 0; 1: off. Greedy and sampled alike (repetition_penalty() below)
   std::optional<int64_t> eos_token_id;  // a row that produced it is finished
   int64_t pad_token_id = 0;  // what finished rows get for the remaining steps
   bool use_cache = true;     // false: every step reruns the whole sequence (for tests and benchmarks)
@@ -70,6 +71,12 @@ struct GenerationConfig {
 // (removed tokens get -inf; at least one token is always kept). float32 or
 // float64 logits; the result has their dtype.
 Tensor process_logits(const Tensor& logits, const GenerationConfig& config);
+
+// transformers' RepetitionPenaltyLogitsProcessor: the logits (B, V) of every
+// token in ids (B, S) (the prompt and what was generated) divided by
+// `penalty` where positive, multiplied where negative (penalty > 1 makes
+// repeats less likely). generate() applies it before the warpers above.
+Tensor repetition_penalty(const Tensor& logits, const Tensor& ids, double penalty);
 
 // The next token of each row (B) int64: argmax of logits (B, V) (the lowest
 // index on ties) when !do_sample, else a draw from softmax(process_logits(.))

@@ -101,6 +101,24 @@ TEST(Generation, ProcessLogitsMatchesTransformersWarpers) {
   }
 }
 
+// transformers' RepetitionPenaltyLogitsProcessor, penalties above and below 1.
+TEST(Generation, RepetitionPenaltyMatchesTransformers) {
+  nlohmann::json cases;
+  const auto& ref = warper_reference(&cases);
+  const nlohmann::json penalties = nlohmann::json::parse(
+      SafeTensorsFile::open(std::string(KILN_BINARY_DIR) + "/logits_reference.safetensors").metadata().at("penalties"));
+  ASSERT_EQ(penalties.size(), 3u);
+  for (size_t n = 0; n < penalties.size(); ++n) {
+    SCOPED_TRACE("penalty " + penalties[n].dump());
+    const Tensor got = nn::repetition_penalty(ref.at("logits"), ref.at("history"), penalties[n].get<double>());
+    EXPECT_TRUE(bitwise_equal(got, ref.at("penalty_" + std::to_string(n))));
+  }
+  EXPECT_TRUE(bitwise_equal(nn::repetition_penalty(ref.at("logits"), ref.at("history"), 1.0), ref.at("logits")));
+  EXPECT_KILN_ERROR(nn::repetition_penalty(ref.at("logits"), ref.at("history"), 0.0), "penalty must be positive");
+  EXPECT_KILN_ERROR(nn::repetition_penalty(ref.at("logits"), zeros({3, 2}, DType::Int64), 1.2),
+                    "ids must be (B, S) int64 for logits [4, 64]");
+}
+
 TEST(Generation, NextTokensGreedyAndSampled) {
   const Tensor logits = tensor({0.1, 2.0, 2.0, -1.0, 5.0, 0.0, 0.0, 4.9}, {2, 4});
   nn::GenerationConfig greedy;
