@@ -28,7 +28,7 @@ std::string model_type_of(const std::string& dir);
 // or nullopt when they name none of the family's heads.
 std::optional<ModelTask> task_of(const ModelConfig& config);
 // task_of(dir/config.json) as the CLI's task names: "sequence-classification",
-// "token-classification", "masked-lm", "base"; "" when architectures name no
+// "token-classification", "masked-lm", "causal-lm", "base"; "" when architectures name no
 // head of the family.
 std::string task_name_of(const std::string& dir);
 
@@ -50,6 +50,12 @@ struct AutoModelForSequenceClassification {
   static std::shared_ptr<SequenceClassifier> from_config(const ModelConfig& config, int64_t num_labels = 2);
   static std::shared_ptr<SequenceClassifier> from_pretrained(const std::string& dir, int64_t num_labels = 2,
                                                              LoadReport* report = nullptr);
+};
+
+// Decoders (GPT2LMHeadModel, ...): Note [KV cache] for generation.
+struct AutoModelForCausalLM {
+  static std::shared_ptr<CausalLanguageModel> from_config(const ModelConfig& config);
+  static std::shared_ptr<CausalLanguageModel> from_pretrained(const std::string& dir, LoadReport* report = nullptr);
 };
 
 struct AutoModelForTokenClassification {

@@ -67,4 +67,13 @@ std::pair<Tensor, Tensor> labelled_rows(const Tensor& h, const Tensor& labels) {
   return {rows, tensor_from(lab, {static_cast<int64_t>(lab.size())}, idx)};
 }
 
+std::pair<Tensor, Tensor> shifted_labelled_rows(const Tensor& h, const Tensor& labels) {
+  KILN_CHECK(h.defined() && h.dim() == 3 && labels.sizes() == Shape({h.size(0), h.size(1)}), "causal LM: labels ",
+             shape_str(labels.sizes()), " do not match the input ids ",
+             h.defined() && h.dim() == 3 ? shape_str({h.size(0), h.size(1)}) : std::string("(hidden states not (B, T, C))"));
+  const int64_t T = h.size(1);
+  if (T < 2) return labelled_rows(h.narrow(1, 0, 0), labels.narrow(1, 0, 0));  // nothing to predict
+  return labelled_rows(h.narrow(1, 0, T - 1), labels.narrow(1, 1, T - 1));
+}
+
 }  // namespace kiln::nn

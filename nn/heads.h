@@ -20,6 +20,8 @@
 
 namespace kiln::nn {
 
+class KVCache;  // nn/generation.h
+
 struct EncoderOutputs {
   Tensor last_hidden_state;  // (B, T, C)
   Tensor pooler_output;      // (B, C) or undefined without a pooler
@@ -36,8 +38,13 @@ struct ClassificationOutput {
   Tensor logits;  // (B, num_labels); token classification: (B, T, num_labels)
 };
 
-// A base encoder (BertModel, RobertaModel, ...): hidden states, and the
-// pooled first token when it has a pooler.
+struct CausalLMOutput {
+  Tensor loss;    // scalar, when labels were given
+  Tensor logits;  // (B, T, V) without labels; (M, V) at the M predicted positions with labels
+};
+
+// A base model (BertModel, RobertaModel, ..., and a decoder's stack, GPT2Model):
+// hidden states, and the pooled first token when it has a pooler.
 class EncoderModel : public Module {
  public:
   virtual EncoderOutputs forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
@@ -90,6 +97,24 @@ class TokenClassifier : public Module {
   Tensor loss(const Tensor& logits, const Tensor& labels) const;
   int64_t num_labels;
 };
+
+// Causal language modelling, as transformers' *ForCausalLM / GPT2LMHeadModel.
+// labels (B, T) int64, -100 where no prediction is wanted; the loss is
+// shifted as transformers shifts it: position t's logits predict labels[t + 1]
+// (cross-entropy over the pairs whose label is not -100), and with labels the
+// head runs only at those positions. With a KV cache (Note [KV cache]), ids
+// are the new tokens after the cached ones and attention_mask, when given,
+// is (B, S) over the cached and the new positions.
+class CausalLanguageModel : public Module {
+ public:
+  virtual CausalLMOutput forward(const Tensor& ids, const Tensor& attention_mask = Tensor(),
+                                 const Tensor& labels = Tensor(), KVCache* cache = nullptr) const = 0;
+  virtual const ModelConfig& model_config() const = 0;  // Note [Model-agnostic config]
+};
+
+// The rows of h (B, T, C) that predict a label, (M, C), and those labels (M):
+// h[:, t] for labels[:, t + 1] != -100 (the causal-LM shift).
+std::pair<Tensor, Tensor> shifted_labelled_rows(const Tensor& h, const Tensor& labels);
 
 // The additive attention bias (B, 1, 1, T) of a (B, T) attention mask: 0
 // where attended, the float's lowest value where masked (as transformers);

@@ -103,9 +103,12 @@ void check_checkpoint_matches_config(const std::vector<std::string>& files, cons
     for (const SafeTensorInfo& info : f.tensors()) {
       const std::string name = base_name(info.name, names);
       present.insert(name);
+      // A name the family itself knows (DistilBERT's "transformer.layer.N." under
+      // GPT-2's "transformer." prefix) is not another family's.
+      const bool own = config_shape(shapes, name) || (!shapes.layer_prefix.empty() && starts(name, shapes.layer_prefix));
       for (const std::string& other : supported_model_types()) {
         const std::string& prefix = weight_names_for(other).base_prefix;
-        KILN_CHECK(prefix == names.base_prefix || !starts(info.name, prefix), path, ": tensor '",
+        KILN_CHECK(own || prefix == names.base_prefix || !starts(info.name, prefix), path, ": tensor '",
                    info.name, "' is named as a ", other, " model's, but ", config_source, " has model_type '",
                    config.model_type(), "' (config.json of one family with another's weights?)");
       }
@@ -138,7 +141,10 @@ LoadReport load_hf_state(Module& model, std::map<std::string, Tensor> state, con
   std::map<std::string, Tensor> mapped;
   for (auto& [raw, t] : state) {
     std::string k = legacy_rename(raw);
-    if (std::find(names.tied.begin(), names.tied.end(), k) != names.tied.end()) continue;  // the word embeddings
+    // the word embeddings, unless the model has its own (GPT-2 with tie_word_embeddings false)
+    if (std::find(names.tied.begin(), names.tied.end(), k) != names.tied.end() && !model_keys.count(k) &&
+        !model_keys.count(prefix + k))
+      continue;
     bool skip = false;
     for (const auto& [from, to] : names.aliases)
       if (k == from) {

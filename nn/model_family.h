@@ -17,7 +17,7 @@
 namespace kiln::nn {
 
 // The heads a family has, as transformers' AutoModel / AutoModelFor* classes.
-enum class ModelTask { Base, MaskedLM, SequenceClassification, TokenClassification };
+enum class ModelTask { Base, MaskedLM, SequenceClassification, TokenClassification, CausalLM };
 
 struct ModelFamily {
   std::string model_type;    // config.json's "model_type"
@@ -31,9 +31,21 @@ struct ModelFamily {
   std::shared_ptr<MaskedLanguageModel> (*masked_lm)(const ModelConfig&);
   std::shared_ptr<SequenceClassifier> (*sequence_classification)(const ModelConfig&, int64_t num_labels);
   std::shared_ptr<TokenClassifier> (*token_classification)(const ModelConfig&, int64_t num_labels);
+  std::shared_ptr<CausalLanguageModel> (*causal_lm)(const ModelConfig&);
+  // The causal-LM class when it is not "<prefix>ForCausalLM" ("GPT2LMHeadModel").
+  const char* causal_lm_class;
+  // A builder is null where the family has no such head in kiln (encoders
+  // have no causal LM, GPT-2 no masked LM).
 
   // The transformers class of a task: "RobertaForSequenceClassification".
   std::string architecture(ModelTask task) const;
+  bool has(ModelTask task) const;
+  // The CLI's name of a task: "base", "masked-lm", "sequence-classification",
+  // "token-classification", "causal-lm".
+  static const char* task_name(ModelTask task);
+  // has(task), else kiln::Error "<source>: model_type 'gpt2' has no masked-lm
+  // head in kiln (it has: base, causal-lm)".
+  void require(ModelTask task, const std::string& source) const;
 };
 
 // Every family, in the order supported_model_types() lists them.
@@ -48,5 +60,6 @@ const ModelFamily& bert_family();
 const ModelFamily& roberta_family();
 const ModelFamily& xlm_roberta_family();
 const ModelFamily& distilbert_family();
+const ModelFamily& gpt2_family();
 
 }  // namespace kiln::nn

@@ -20,6 +20,7 @@
 #include "data/tokenizer/pipeline_tokenizer.h"
 #include "kiln.h"
 #include "nn/auto.h"
+#include "family_test_util.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -30,66 +31,29 @@ using nlohmann::json;
 using testing::env_or;
 using testing::quoted;
 
-std::string source_file(const char* rel) {
-  std::string path = KILN_SOURCE_DIR;
-  path += rel;
-  return path;
-}
-std::string hf_python() { return env_or("KILN_HF_PYTHON", source_file("/.venv-hf/bin/python")); }
+using testing::at_tokens;
+using testing::config_variant;
+using testing::hf_python;
+using testing::max_abs_diff;
+using testing::source_file;
+using Reference = testing::FamilyReference;
+
 std::string reference_script() { return source_file("/tests/reference/encoder_family_reference.py"); }
 
-struct Reference {
-  std::string dir;
-  json manifest;
-};
-
-// Builds the reference directories once per build (every test process of
-// this file reuses them); built aside and renamed, so a concurrent test
-// process never reads a half-written one.
+// Built once per build (testing::family_reference).
 const Reference& reference() {
-  static Reference r = [] {
-    const std::string dir = std::string(KILN_BINARY_DIR) + "/encoder_families";
-    if (!fs::exists(dir + "/manifest.json")) {
-      const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
-      fs::create_directories(tmp);
-      const std::string tokenizer = testing::data_file("tokenizers/xlm-roberta/tokenizer.json");
-      const std::string ids = tmp + "/text_ids.json";
-      const std::string tok_cmd = quoted(testing::python()) + " " + quoted(reference_script()) + " tokenize --tokenizer " +
-                                  quoted(tokenizer) + " --sentences " + quoted(testing::data_file("sst2/dev.tsv")) +
-                                  " --out " + quoted(ids);
-      if (std::system(tok_cmd.c_str()) != 0) throw Error("reference tokenization failed: " + tok_cmd);
-      const std::string cmd = quoted(hf_python()) + " " + quoted(reference_script()) + " build --workdir " + quoted(tmp) +
-                              " --text-ids " + quoted(ids) + " --xlmr-tokenizer " + quoted(tokenizer);
-      if (std::system(cmd.c_str()) != 0) throw Error("reference script failed: " + cmd);
-      std::error_code ec;
-      fs::rename(tmp, dir, ec);  // another process may have won: then its copy is used
-      if (ec) fs::remove_all(tmp, ec);
-    }
-    std::ifstream f(dir + "/manifest.json");
-    return Reference{dir, json::parse(f)};
-  }();
+  static const Reference r = testing::family_reference("encoder_families", [](const std::string& tmp) {
+    const std::string tokenizer = testing::data_file("tokenizers/xlm-roberta/tokenizer.json");
+    const std::string ids = tmp + "/text_ids.json";
+    testing::run_or_throw(quoted(testing::python()) + " " + quoted(reference_script()) + " tokenize --tokenizer " +
+                              quoted(tokenizer) + " --sentences " + quoted(testing::data_file("sst2/dev.tsv")) +
+                              " --out " + quoted(ids),
+                          "reference tokenization");
+    testing::run_or_throw(quoted(hf_python()) + " " + quoted(reference_script()) + " build --workdir " + quoted(tmp) +
+                              " --text-ids " + quoted(ids) + " --xlmr-tokenizer " + quoted(tokenizer),
+                          "reference script");
+  });
   return r;
-}
-
-double max_abs(const Tensor& t) { return t.numel() ? amax(abs(t.to(DType::Float64))).item<double>() : 0.0; }
-double max_abs_diff(const Tensor& a, const Tensor& b) { return max_abs(sub(a.to(DType::Float64), b.to(DType::Float64))); }
-
-// Zeroes the padded positions of a (B, T, ...) tensor: neither side's values there are read.
-Tensor at_tokens(const Tensor& x, const Tensor& mask) {
-  Tensor m = to_dtype(mask, DType::Float64);
-  while (m.dim() < x.dim()) m = m.unsqueeze(-1);
-  return mul(x.to(DType::Float64), m);
-}
-
-// A model directory at `dir`: config_from's config.json edited, weights_from's weights.
-std::string config_variant(const std::string& dir, const std::string& config_from, const std::string& weights_from,
-                           const std::function<void(json&)>& edit) {
-  fs::create_directories(dir);
-  fs::copy_file(weights_from + "/model.safetensors", dir + "/model.safetensors");
-  json c = json::parse(std::ifstream(config_from + "/config.json"));
-  edit(c);
-  std::ofstream(dir + "/config.json") << c.dump(2);
-  return dir;
 }
 
 struct HeadRun {
@@ -174,25 +138,7 @@ TEST(EncoderFamilies, OutputsLossAndGradientsMatchTransformers) {
       const double want_loss = g.at("loss").item<double>();
       EXPECT_NEAR(r.loss.item<double>(), want_loss, 1e-5 * std::max(1.0, std::abs(want_loss))) << what;
       r.loss.backward();
-      // Relative to the tensor's largest gradient, with a floor of 1e-3 of the
-      // largest of any tensor: the key biases' gradient is zero in exact
-      // arithmetic (a bias on every key of a query shifts its scores alike,
-      // which softmax ignores), so both sides hold only rounding noise there.
-      double largest = 0.0;
-      for (const auto& [k, t] : g)
-        if (k.rfind("grad.", 0) == 0) largest = std::max(largest, max_abs(t));
-      size_t grads = 0;
-      for (const auto& [name, p] : model->named_parameters()) {
-        const auto it = g.find("grad." + name);
-        ASSERT_NE(it, g.end()) << what << ": transformers has no gradient for " << name;
-        ASSERT_TRUE(p.grad().defined()) << what << ": no gradient for " << name;
-        const double scale = std::max(max_abs(it->second), 1e-3 * largest);
-        EXPECT_LE(max_abs_diff(p.grad(), it->second) / scale, 1e-4) << what << ": gradient of " << name;
-        ++grads;
-      }
-      size_t want_grads = 0;
-      for (const auto& [k, t] : g) want_grads += k.rfind("grad.", 0) == 0 ? 1 : 0;
-      EXPECT_EQ(grads, want_grads) << what << ": parameter count";
+      testing::expect_gradients_match(*model, g, what);
       ++compared;
     }
   }
@@ -223,13 +169,10 @@ TEST(EncoderFamilies, SavedDirectoriesLoadBackInTransformers) {
                                        : head == "ForMaskedLM"               ? "masked-lm"
                                        : head == "ForSequenceClassification" ? "sequence-classification"
                                                                              : "token-classification");
-      const std::string in = dir + "/inputs.safetensors", out = dir + "/outputs.safetensors";
-      nn::save_safetensors(in, {{"input_ids", g.at("input_ids")}, {"attention_mask", g.at("attention_mask")}});
-      const std::string cmd = quoted(hf_python()) + " " + source_file("/tests/reference/hf_load_check.py") + " --model-dir " +
-                              quoted(dir) + " --arch " + config.architectures().at(0) + " --inputs " + quoted(in) +
-                              " --out " + quoted(out);
-      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-      const Tensor hf = nn::load_safetensors(out).at("output");
+      const Tensor hf = testing::run_in_transformers(
+                            dir, config.architectures().at(0),
+                            {{"input_ids", g.at("input_ids")}, {"attention_mask", g.at("attention_mask")}})
+                            .at("output");
       const Tensor& mask = g.at("attention_mask");
       ASSERT_EQ(hf.sizes(), r.output.sizes());
       const double diff = head == "ForSequenceClassification" ? max_abs_diff(hf, r.output)
@@ -279,7 +222,8 @@ TEST(EncoderFamilies, AutoLayerPicksFamilyAndRefusesMismatches) {
   EXPECT_EQ(nn::task_name_of(roberta), "sequence-classification");
   EXPECT_EQ(nn::task_name_of(ref.dir + "/roberta-small/ForTokenClassification"), "token-classification");
   EXPECT_EQ(nn::task_name_of(ref.dir + "/roberta-small/ForMaskedLM"), "masked-lm");
-  EXPECT_EQ(nn::supported_model_types(), (std::vector<std::string>{"bert", "roberta", "xlm-roberta", "distilbert"}));
+  EXPECT_EQ(nn::supported_model_types(),
+            (std::vector<std::string>{"bert", "roberta", "xlm-roberta", "distilbert", "gpt2"}));
 
   const std::string tmp = std::string(KILN_BINARY_DIR) + "/encoder_families_bad_" + std::to_string(::getpid());
   fs::remove_all(tmp);
@@ -290,7 +234,7 @@ TEST(EncoderFamilies, AutoLayerPicksFamilyAndRefusesMismatches) {
   // an unknown family: one error naming it and the supported ones
   const std::string gpt = variant("gpt", roberta, [](json& c) { c["model_type"] = "gpt_neox"; });
   EXPECT_KILN_ERROR(nn::AutoModelForSequenceClassification::from_pretrained(gpt, 3),
-                    "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta, distilbert)");
+                    "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta, distilbert, gpt2)");
   EXPECT_KILN_ERROR(nn::task_name_of(gpt), "model_type 'gpt_neox' is not supported");
   // a BERT checkpoint under a RoBERTa config
   manual_seed(3);
@@ -344,15 +288,12 @@ TEST(EncoderFamilies, ShardedCheckpointsBothWays) {
   const auto a = model->state_dict(), b = again->state_dict();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(max_abs_diff(a[i].second, b[i].second), 0.0) << a[i].first;
-  const std::string in = dir + "_inputs.safetensors", out = dir + "_outputs.safetensors";
-  nn::save_safetensors(in, {{"input_ids", g.at("input_ids")}, {"attention_mask", g.at("attention_mask")}});
-  const std::string cmd = quoted(hf_python()) + " " + source_file("/tests/reference/hf_load_check.py") +
-                          " --model-dir " + quoted(dir) + " --arch RobertaForMaskedLM --inputs " + quoted(in) +
-                          " --out " + quoted(out);
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const Tensor hf = testing::run_in_transformers(
+                        dir, "RobertaForMaskedLM",
+                        {{"input_ids", g.at("input_ids")}, {"attention_mask", g.at("attention_mask")}})
+                        .at("output");
   const Tensor& mask = g.at("attention_mask");
-  EXPECT_LE(max_abs_diff(at_tokens(nn::load_safetensors(out).at("output"), mask), at_tokens(from_shards.output, mask)),
-            1e-5);
+  EXPECT_LE(max_abs_diff(at_tokens(hf, mask), at_tokens(from_shards.output, mask)), 1e-5);
 
   // hostile indexes: each one error naming what is wrong
   const std::string index = dir + "/model.safetensors.index.json";

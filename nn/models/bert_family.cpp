@@ -108,6 +108,8 @@ const ModelFamily& bert_family() {
       [](const ModelConfig& c, int64_t n) -> std::shared_ptr<TokenClassifier> {
         return std::make_shared<BertForTokenClassification>(c.as<BertConfig>(), n);
       },
+      nullptr,  // no causal LM
+      nullptr,
   };
   return f;
 }

@@ -88,6 +88,8 @@ const ModelFamily& distilbert_family() {
       [](const ModelConfig& c, int64_t n) -> std::shared_ptr<TokenClassifier> {
         return std::make_shared<DistilBertForTokenClassification>(c.as<DistilBertConfig>(), n);
       },
+      nullptr,  // no causal LM
+      nullptr,
   };
   return f;
 }

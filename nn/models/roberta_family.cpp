@@ -48,6 +48,8 @@ ModelFamily roberta_like(const char* model_type, const char* class_prefix) {
       [](const ModelConfig& c, int64_t n) -> std::shared_ptr<TokenClassifier> {
         return std::make_shared<RobertaForTokenClassification>(c.as<BertConfig>(), n);
       },
+      nullptr,  // no causal LM
+      nullptr,
   };
 }
 }  // namespace

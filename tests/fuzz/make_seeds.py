@@ -117,6 +117,12 @@ def distil(**fields):
     return json.dumps({k: v for k, v in base.items() if v is not None}, indent=2, sort_keys=True) + "\n"
 
 
+def gpt2(**fields):
+    base = {"model_type": "gpt2", "vocab_size": 1000, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 2}
+    base.update(fields)
+    return json.dumps({k: v for k, v in base.items() if v is not None}, indent=2, sort_keys=True) + "\n"
+
+
 def model_config_seeds():
     write("model_config", "bert", config())
     write("model_config", "no_model_type", config(model_type=None))
@@ -140,6 +146,21 @@ def model_config_seeds():
     write("model_config", "bad_distil_act", distil(activation="swiglu"))
     write("model_config", "bad_distil_missing", distil(hidden_dim=None))
     write("model_config", "bad_distil_pad", distil(pad_token_id=30522))
+    write("model_config", "gpt2", gpt2())
+    write("model_config", "gpt2_hf", gpt2(
+        activation_function="gelu_new", architectures=["GPT2LMHeadModel"], attn_pdrop=0.1, bos_token_id=999,
+        eos_token_id=999, embd_pdrop=0.1, initializer_range=0.02, layer_norm_epsilon=1e-5, n_inner=None,
+        reorder_and_upcast_attn=False, resid_pdrop=0.1, scale_attn_by_inverse_layer_idx=False,
+        scale_attn_weights=True, summary_activation=None, summary_first_dropout=0.1, summary_proj_to_labels=True,
+        summary_type="cls_index", summary_use_proj=True, task_specific_params={"text-generation": {
+            "do_sample": True, "max_length": 50}}, transformers_version="4.36.2", use_cache=True))
+    write("model_config", "gpt2_aliases", gpt2(n_embd=None, n_head=None, hidden_size=64, num_attention_heads=2,
+                                               max_position_embeddings=64, n_positions=None))
+    write("model_config", "gpt2_untied", gpt2(tie_word_embeddings=False, n_inner=96, pad_token_id=0))
+    write("model_config", "bad_gpt2_heads", gpt2(n_head=3))
+    write("model_config", "bad_gpt2_alias", gpt2(hidden_size=32))
+    write("model_config", "bad_gpt2_eos", gpt2(eos_token_id=1000))
+    write("model_config", "bad_gpt2_inner", gpt2(n_inner=0))
 
 
 def bert_config_seeds():
