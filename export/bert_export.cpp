@@ -10,7 +10,8 @@
 namespace kiln::onnx_export {
 
 const std::vector<std::string>& bert_tasks() {
-  static const std::vector<std::string> t = {"embed", "masked-lm", "sequence-classification", "token-classification"};
+  static const std::vector<std::string> t = {"embed", "masked-lm", "sequence-classification", "token-classification",
+                                             "causal-lm"};
   return t;
 }
 
@@ -21,6 +22,7 @@ const ModelConfig& config_of(const nn::Module& m, const std::string& task) {
   if (task == "embed") return dynamic_cast<const nn::EncoderModel&>(m).model_config();
   if (task == "masked-lm") return dynamic_cast<const nn::MaskedLanguageModel&>(m).model_config();
   if (task == "sequence-classification") return dynamic_cast<const nn::SequenceClassifier&>(m).model_config();
+  if (task == "causal-lm") return dynamic_cast<const nn::CausalLanguageModel&>(m).model_config();
   return dynamic_cast<const nn::TokenClassifier&>(m).model_config();
 }
 
@@ -49,7 +51,7 @@ std::vector<Tensor> bert_inputs(const AxisSizes& s, int64_t vocab, int64_t type_
 
 ExportSpec bert_export_spec(const nn::Module& model, const std::string& task, bool normalize) {
   KILN_CHECK(std::find(bert_tasks().begin(), bert_tasks().end(), task) != bert_tasks().end(), "unknown export task '",
-             task, "' (embed, masked-lm, sequence-classification or token-classification)");
+             task, "' (embed, masked-lm, sequence-classification, token-classification or causal-lm)");
   KILN_CHECK(!model.is_training(), "ONNX export: put the model in eval() mode first (dropout)");
   const ConfigFacts& c = config_of(model, task).facts();
   ExportSpec spec;
@@ -74,6 +76,8 @@ ExportSpec bert_export_spec(const nn::Module& model, const std::string& task, bo
         return std::vector<Tensor>{dynamic_cast<const nn::MaskedLanguageModel*>(m)->forward(in[0], in[1], in[2]).logits};
       if (task == "sequence-classification")
         return std::vector<Tensor>{dynamic_cast<const nn::SequenceClassifier*>(m)->forward(in[0], in[1], in[2]).logits};
+      if (task == "causal-lm")  // a decoder's next-token logits at every position; token_type_ids unused
+        return std::vector<Tensor>{dynamic_cast<const nn::CausalLanguageModel*>(m)->forward(in[0], in[1]).logits};
       return std::vector<Tensor>{dynamic_cast<const nn::TokenClassifier*>(m)->forward(in[0], in[1], in[2]).logits};
     };
   }
@@ -82,15 +86,17 @@ ExportSpec bert_export_spec(const nn::Module& model, const std::string& task, bo
 
 std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::string& task) {
   const ModelConfig config = nn::load_model_config(dir);
-  if (task.empty()) {  // a fine-tuned classifier's own head; else the embeddings
+  if (task.empty()) {  // a fine-tuned classifier's or a decoder's own head; else the embeddings
     const std::string own = nn::task_name_of(dir);
-    task = own == "sequence-classification" || own == "token-classification" ? own : "embed";
+    task = own == "sequence-classification" || own == "token-classification" || own == "causal-lm" ? own : "embed";
   }
   std::shared_ptr<nn::Module> m;
   if (task == "embed") {
     m = nn::AutoModel::from_pretrained(dir);
   } else if (task == "masked-lm") {
     m = nn::AutoModelForMaskedLM::from_pretrained(dir);
+  } else if (task == "causal-lm") {
+    m = nn::AutoModelForCausalLM::from_pretrained(dir);
   } else if (task == "sequence-classification" || task == "token-classification") {
     const std::vector<std::string> labels = config.id2label(dir + "/config.json");
     KILN_CHECK(!labels.empty(), dir, "/config.json has no id2label, so the number of labels is unknown (is it a "
@@ -101,7 +107,7 @@ std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::st
     else
       m = nn::AutoModelForTokenClassification::from_pretrained(dir, n);
   } else {
-    fail("unknown export task '", task, "' (embed, masked-lm, sequence-classification or token-classification)");
+    fail("unknown export task '", task, "' (embed, masked-lm, sequence-classification, token-classification or causal-lm)");
   }
   m->eval();
   return m;

@@ -19,6 +19,8 @@ namespace kiln::onnx_export {
 //   masked-lm                BertForMaskedLM: logits (B, T, V)
 //   sequence-classification  BertForSequenceClassification: logits (B, L)
 //   token-classification     BertForTokenClassification: logits (B, T, L)
+//   causal-lm                a decoder (GPT2LMHeadModel): logits (B, T, V),
+//                            no KV cache (token_type_ids unused)
 const std::vector<std::string>& bert_tasks();
 
 // The spec for `model` (of the task's class, in eval mode; kept alive by the
@@ -26,7 +28,7 @@ const std::vector<std::string>& bert_tasks();
 ExportSpec bert_export_spec(const nn::Module& model, const std::string& task, bool normalize = false);
 
 // Loads a model directory (config.json, model.safetensors) for `task` ("":
-// the architecture config.json names, else embed), in eval mode.
+// the classifier or causal-LM head config.json names, else embed), in eval mode.
 std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::string& task);
 
 }  // namespace kiln::onnx_export

@@ -333,6 +333,33 @@ TEST(OnnxExport, DistilBertFamilyMatchesOnnxRuntime) {
   fs::remove_all(root);
 }
 
+// GPT-2: its causal-LM head (the default for a GPT2LMHeadModel directory)
+// and its base model's embeddings match ONNX Runtime, padding included.
+TEST(OnnxExport, Gpt2FamilyMatchesOnnxRuntime) {
+  REQUIRE_ORT();
+  const fs::path root = fresh_dir("onnx", "gpt2");
+  GPT2Config c;
+  c.vocab_size = 120;
+  c.n_positions = 64;
+  c.n_embd = 64;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.initializer_range = 0.3;
+  c.bos_token_id = c.eos_token_id = 119;
+  manual_seed(11);
+  const ModelConfig mc = ModelConfig::from_json_string(c.to_json_string());
+  auto lm = nn::AutoModelForCausalLM::from_config(mc);
+  nn::save_pretrained(*lm, mc, (root / "lm").string());
+  std::string task;
+  auto model = load_bert_for_export((root / "lm").string(), task);
+  EXPECT_EQ(task, "causal-lm");
+  expect_matches_ort(py, bert_export_spec(*model, task), root / "lm.onnx", kBertShapes);
+  std::string embed = "embed";
+  auto base = load_bert_for_export((root / "lm").string(), embed);
+  expect_matches_ort(py, bert_export_spec(*base, embed), root / "embed.onnx", kBertShapes);
+  fs::remove_all(root);
+}
+
 // A classifier kiln really fine-tuned (all-MiniLM-L6-v2 on SST-2 sentences,
 // through train::train as `kiln finetune` runs it): its output directory
 // exports as `kiln export --model DIR` would, and ONNX Runtime gives kiln's
