@@ -19,6 +19,7 @@
 #include "kiln.h"
 #include "nn/safetensors.h"
 #include "tools/command.h"
+#include "train/causal_lm_task.h"
 #include "train/mlm_task.h"
 #include "train/tasks.h"
 #include "train/preemption.h"
@@ -42,8 +43,8 @@ struct TrainCommand {
 
 void add_finetune_data_flags(CLI::App* cmd, TrainingArguments& a) {
   cmd->add_option("--task", a.task,
-                  "sequence-classification (a float label column: regression), regression or token-classification "
-                  "(CoNLL files); evaluate/predict: the fine-tuned model's")
+                  "sequence-classification (a float label column: regression), regression, token-classification "
+                  "(CoNLL files) or causal-lm (a decoder on text); evaluate/predict: the fine-tuned model's")
       ->capture_default_str();
   cmd->add_option("--text-column", a.text_column,
                   "text column (default: detected, e.g. sentence; with --no-header a 1-based index)");
@@ -68,6 +69,12 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
   cmd->add_option("--model", a.model,
                   mode == Mode::Pretrain ? "Hugging Face model directory to continue pretraining from"
                                          : "Hugging Face model directory (config.json, model.safetensors, tokenizer.json or vocab.txt)");
+  if (mode == Mode::Pretrain)
+    cmd->add_option("--task", a.task,
+                    "masked-lm (an encoder, BERT-style masking) or causal-lm (a decoder: next-token prediction on "
+                    "blocks of --max-seq-length tokens)")
+        ->check(CLI::IsMember({"masked-lm", "causal-lm"}))
+        ->capture_default_str();
   if (mode == Mode::Pretrain)
     cmd->add_option("--config", a.config,
                     "config of a new model: a config.json or a preset (bert-tiny, bert-mini, bert-small, bert-base); "
@@ -239,7 +246,11 @@ int run_training(CLI::App* cmd, TrainCommand& c, Mode mode) {
   double baseline = std::numeric_limits<double>::quiet_NaN();
   train::TrainResult r;
   try {
-    if (mode == Mode::Pretrain) {
+    KILN_CHECK(mode == Mode::Pretrain || a.task != "masked-lm", "--task masked-lm is kiln pretrain's");
+    if (a.task == "causal-lm") {  // pretrain or finetune a decoder on text
+      KILN_CHECK(!demo, "--task causal-lm needs --train-file (text, or a folder from kiln prepare)");
+      task = std::make_unique<train::CausalLmTask>(a, out, /*for_training=*/true, group);
+    } else if (mode == Mode::Pretrain) {
       auto mlm = std::make_unique<train::MlmTask>(a, out, /*for_training=*/true, group);
       baseline = mlm->unigram_baseline();
       task = std::move(mlm);
@@ -277,11 +288,14 @@ int run_evaluate(TrainCommand& c) {
   // A fine-tuned model's own task; else the file decides (labelled table: classification; text: masked LM).
   const std::string own = nn::task_name_of(a.model);
   const bool finetuned = own == "sequence-classification" || own == "token-classification";
+  const bool decoder = own == "causal-lm" || a.task == "causal-lm";
   const bool labelled = finetuned || ext == ".tsv" || ext == ".csv" || ext == ".jsonl";
   std::map<std::string, double> m;
   KILN_CHECK(a.amp == "none" || a.amp == "bf16" || a.amp == "fp16", "--amp must be none, bf16 or fp16");
   AutocastGuard autocast(a.amp == "fp16" ? DType::Float16 : DType::BFloat16, a.amp != "none");
-  if (labelled) {
+  if (decoder) {
+    m = train::CausalLmTask(a, std::cerr, /*for_training=*/false).evaluate();
+  } else if (labelled) {
     m = train::make_finetune_task(a, std::cerr, /*for_training=*/false)->evaluate();
   } else {
     train::MlmTask task(a, std::cerr, /*for_training=*/false);
@@ -294,9 +308,10 @@ int run_evaluate(TrainCommand& c) {
 }
 
 const Registrar reg_pretrain("pretrain", [](CLI::App& app) {
-  auto* cmd = app.add_subcommand("pretrain", "Pretrain a BERT masked language model (no data flags: a demo on a "
-                                             "synthetic corpus)");
+  auto* cmd = app.add_subcommand("pretrain", "Pretrain a masked language model, or a decoder with --task causal-lm "
+                                             "(no data flags: a BERT demo on a synthetic corpus)");
   auto c = std::make_shared<TrainCommand>();
+  c->args.task = "masked-lm";
   add_flags(cmd, *c, Mode::Pretrain);
   return [cmd, c] { return run_training(cmd, *c, Mode::Pretrain); };
 });

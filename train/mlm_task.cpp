@@ -28,27 +28,6 @@ BertConfig demo_config(int64_t vocab_size) {
   return c;
 }
 
-// A prepared corpus folder, or a text file prepared into `prepared_dir`.
-std::shared_ptr<const data::Corpus> open_corpus(const std::string& file, const char* flag,
-                                                const data::TextTokenizer& tokenizer, const fs::path& prepared_dir,
-                                                std::ostream& out, const dist::ProcessGroupPtr& group) {
-  if (fs::is_directory(file)) {
-    KILN_CHECK(fs::exists(fs::path(file) / "index.json"), flag, " ", file,
-               " is a folder without index.json (prepare it with `kiln prepare`, or give a text file)");
-    auto corpus = data::TokenCorpus::open(file);
-    corpus->check_tokenizer(tokenizer);
-    return corpus;
-  }
-  KILN_CHECK(fs::is_regular_file(file), flag, " ", file, " not found");
-  if (!group || group->rank() == 0) {
-    out << "preparing " << file << " into " << prepared_dir.string() << "\n";
-    const data::PrepareStats s = data::prepare_corpus({file}, tokenizer, prepared_dir.string());
-    out << "  " << s.documents << " documents, " << s.sentences << " sentences, " << s.tokens << " tokens\n";
-  }
-  if (group) group->barrier();  // the other ranks open what rank 0 wrote
-  return data::TokenCorpus::open(prepared_dir.string());
-}
-
 }  // namespace
 
 MicroBatch mlm_forward(const nn::MaskedLanguageModel& model, const data::PretrainingBatch& batch) {
@@ -81,7 +60,7 @@ MicroBatch mlm_forward(const nn::MaskedLanguageModel& model, const data::Pretrai
 }
 
 MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_training, dist::ProcessGroupPtr group)
-    : args_(args), unigram_baseline_(std::numeric_limits<double>::quiet_NaN()) {
+    : TextPretrainingTask(args), unigram_baseline_(std::numeric_limits<double>::quiet_NaN()) {
   args.validate();
   manual_seed(args.seed);  // model initialisation and dropout
   const bool synthetic = args.train_file.empty() && (for_training || args.validation_file.empty());
@@ -91,11 +70,7 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   std::unique_ptr<data::TextTokenizer> tokenizer;
   data::MaskingVocab masking_vocab;
   std::shared_ptr<const data::Corpus> train_corpus, valid_corpus;
-  fs::path work = args.output_dir;
-  if (work.empty() && !args.validation_file.empty() && !fs::is_directory(args.validation_file)) {
-    work = fs::temp_directory_path() / ("kiln-eval-" + std::to_string(::getpid()));
-    temp_dir_ = work.string();
-  }
+  const fs::path work = work_dir();
   if (synthetic) {
     data::SyntheticCorpusOptions so;
     so.seed = args.seed;
@@ -114,9 +89,9 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
     KILN_CHECK(!args.whole_word_mask || !tokenizer->continuation_prefix().empty(),
                "--whole-word-mask needs a WordPiece tokenizer (its \"##\" pieces mark words); this tokenizer "
                "has no continuation prefix");
-    if (for_training) train_corpus = open_corpus(args.train_file, "--train-file", *tokenizer, work / "corpus-train", out, group);
+    if (for_training) train_corpus = open_text_corpus(args.train_file, "--train-file", *tokenizer, work / "corpus-train", out, group);
     if (!args.validation_file.empty())
-      valid_corpus = open_corpus(args.validation_file, "--validation-file", *tokenizer, work / "corpus-validation", out, group);
+      valid_corpus = open_text_corpus(args.validation_file, "--validation-file", *tokenizer, work / "corpus-validation", out, group);
   }
   tokenizer_files_ = tokenizer->files();
   pad_id_ = (train_corpus ? train_corpus : valid_corpus)->special_ids().pad;
@@ -159,20 +134,10 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   data::MaskingOptions masking{.mlm_probability = args.mlm_probability, .whole_word = args.whole_word_mask};
   if (valid_corpus)
     valid_set_ = std::make_shared<data::PretrainingDataset>(valid_corpus, masking_vocab, packing, masking);
-  if (train_corpus) {
-    auto full = std::make_shared<data::PretrainingDataset>(train_corpus, masking_vocab, packing, masking);
-    const size_t n = full->size();
-    const size_t held_out = valid_set_ ? 0 : n * static_cast<size_t>(args.validation_split_percentage) / 100;
-    if (held_out > 0) {
-      valid_set_ = std::make_shared<SubsetDataset<data::PretrainingExample>>(full, n - held_out, n);
-      train_set_ = std::make_shared<SubsetDataset<data::PretrainingExample>>(full, 0, n - held_out);
-    } else {
-      train_set_ = full;
-    }
-    KILN_CHECK(train_set_->size() > 0, "--train-file ", args.train_file, " gives no training example");
-  }
-  auto training_set = train_set_ ? train_set_ : valid_set_;  // evaluation only: a loader over the validation data
-  train_loader_ = make_loader(training_set, training_sampler(args, training_set->size()), args.batch_size);
+  if (train_corpus)
+    set_training_data(std::make_shared<data::PretrainingDataset>(train_corpus, masking_vocab, packing, masking),
+                      "training example");
+  make_train_loader();
   if (for_training) {
     out << "pretraining: " << train_set_->size() << " training and " << num_validation_examples()
         << " validation examples of up to " << args.max_seq_length << " tokens; model L" << config_.facts().num_layers
@@ -183,46 +148,6 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   }
 }
 
-MlmTask::~MlmTask() {
-  train_loader_.reset();
-  valid_set_.reset();
-  train_set_.reset();
-  if (!temp_dir_.empty()) {
-    std::error_code ec;
-    fs::remove_all(temp_dir_, ec);
-  }
-}
-
-std::unique_ptr<MlmTask::Loader> MlmTask::make_loader(std::shared_ptr<const data::Dataset<data::PretrainingExample>> set,
-                                                      std::shared_ptr<const data::Sampler> sampler,
-                                                      int64_t batch_size) const {
-  const int32_t pad = pad_id_;
-  return make_task_loader<data::PretrainingExample, data::PretrainingBatch>(
-      std::move(set), std::move(sampler), batch_size,
-      [pad](std::vector<data::PretrainingExample>&& ex) { return data::collate_pretraining(ex, pad); }, *model_,
-      args_);
-}
-
-std::optional<MicroBatch> MlmTask::forward_next() {
-  std::optional<data::PretrainingBatch> batch = train_loader_->next();
-  if (!batch) return std::nullopt;
-  return mlm_forward(*model_, *batch);
-}
-
-std::map<std::string, double> MlmTask::evaluate() {
-  if (!valid_set_ || valid_set_->size() == 0) return {};
-  NoGradGuard no_grad;
-  model_->eval();
-  const int64_t batch_size = args_.eval_batch_size > 0 ? args_.eval_batch_size : args_.batch_size;
-  std::unique_ptr<Loader> loader =
-      make_loader(valid_set_, std::make_shared<data::SequentialSampler>(valid_set_->size()), batch_size);
-  MlmMetrics metrics;
-  while (std::optional<data::PretrainingBatch> b = loader->next()) {
-    const MicroBatch mb = mlm_forward(*model_, *b);
-    metrics.add_counts(mb.correct, mb.predicted);
-    metrics.add_loss(mb.loss.item<double>(), mb.predicted);
-  }
-  return metrics.summary();
-}
+MicroBatch MlmTask::forward_batch(const data::PretrainingBatch& batch) const { return mlm_forward(*model_, batch); }
 
 }  // namespace kiln::train

@@ -29,50 +29,33 @@
 #include "kiln/data/dataloader.h"
 #include "kiln/data/pretraining.h"
 #include "kiln/nn/heads.h"
+#include "kiln/train/text_pretraining_task.h"
 #include "kiln/train/trainer.h"
 
 namespace kiln::train {
 
-class MlmTask final : public TrainTask {
+class MlmTask final : public TextPretrainingTask {
  public:
   // for_training = false (kiln evaluate): needs only the model and the
   // validation data (validation_file). With a process group of several
   // ranks, rank 0 prepares text files and the others wait for it.
   MlmTask(const TrainingArguments& args, std::ostream& out, bool for_training = true,
           dist::ProcessGroupPtr group = nullptr);
-  ~MlmTask() override;
 
   nn::Module& model() override { return *model_; }
   ModelConfig model_config() const override { return config_; }
   std::string kind() const override { return "mlm"; }
-  size_t batches_per_epoch() const override { return train_loader_->num_batches(); }
-  data::LoaderState loader_state() const override { return train_loader_->state(); }
-  void load_loader_state(const data::LoaderState& state) override { train_loader_->load_state(state); }
-  void start_epoch(int64_t epoch) override { train_loader_->set_epoch(epoch); }
-  std::optional<MicroBatch> forward_next() override;
-  std::map<std::string, double> evaluate() override;
-  double loader_wait_seconds() const override { return train_loader_->wait_seconds(); }
-  std::map<std::string, std::string> extra_files() const override { return tokenizer_files_; }
+  std::map<std::string, double> evaluate() override { return evaluate_counts().summary(); }
 
   // Accuracy of predicting the most frequent token everywhere (synthetic
   // corpus only; NaN otherwise): what masked-LM accuracy is without context.
   double unigram_baseline() const { return unigram_baseline_; }
-  size_t num_train_examples() const { return train_set_ ? train_set_->size() : 0; }
-  size_t num_validation_examples() const { return valid_set_ ? valid_set_->size() : 0; }
 
  private:
-  using Loader = data::DataLoader<data::PretrainingExample, data::PretrainingBatch>;
-  std::unique_ptr<Loader> make_loader(std::shared_ptr<const data::Dataset<data::PretrainingExample>> set,
-                                      std::shared_ptr<const data::Sampler> sampler, int64_t batch_size) const;
-  TrainingArguments args_;
+  MicroBatch forward_batch(const data::PretrainingBatch& batch) const override;
   ModelConfig config_;
   std::shared_ptr<nn::MaskedLanguageModel> model_;
-  std::map<std::string, std::string> tokenizer_files_;
-  int32_t pad_id_ = 0;
   double unigram_baseline_;
-  std::shared_ptr<const data::Dataset<data::PretrainingExample>> train_set_, valid_set_;
-  std::unique_ptr<Loader> train_loader_;
-  std::string temp_dir_;  // corpora prepared for evaluation without --output-dir; removed by the destructor
 };
 
 // Masked-LM loss, accuracy counts and tokens of one batch (forward only; the

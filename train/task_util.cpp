@@ -6,12 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/corpus.h"
 #include "data/tokenizer/bert_tokenizer.h"
 #include "data/tokenizer/pipeline_tokenizer.h"
 #include "data/tokenizer/tokenizer_config.h"
 #include "ops/ops.h"
 
 namespace kiln::train {
+namespace fs = std::filesystem;
 
 bool model_lowercase(const std::string& dir, bool cased) {
   // tokenizer_config.json read bounded (Note [Bounded input]); no file: lower-case.
@@ -78,6 +80,26 @@ Device model_device(const nn::Module& model) {
 Tensor on_device(const Tensor& t, Device device) {
   if (!t.defined() || t.device() == device) return t;
   return to_device(t, device);
+}
+
+std::shared_ptr<const data::Corpus> open_text_corpus(const std::string& file, const char* flag,
+                                                     const data::TextTokenizer& tokenizer, const fs::path& prepared_dir,
+                                                     std::ostream& out, const dist::ProcessGroupPtr& group) {
+  if (fs::is_directory(file)) {
+    KILN_CHECK(fs::exists(fs::path(file) / "index.json"), flag, " ", file,
+               " is a folder without index.json (prepare it with `kiln prepare`, or give a text file)");
+    auto corpus = data::TokenCorpus::open(file);
+    corpus->check_tokenizer(tokenizer);
+    return corpus;
+  }
+  KILN_CHECK(fs::is_regular_file(file), flag, " ", file, " not found");
+  if (!group || group->rank() == 0) {
+    out << "preparing " << file << " into " << prepared_dir.string() << "\n";
+    const data::PrepareStats s = data::prepare_corpus({file}, tokenizer, prepared_dir.string());
+    out << "  " << s.documents << " documents, " << s.sentences << " sentences, " << s.tokens << " tokens\n";
+  }
+  if (group) group->barrier();  // the other ranks open what rank 0 wrote
+  return data::TokenCorpus::open(prepared_dir.string());
 }
 
 }  // namespace kiln::train

@@ -5,6 +5,8 @@
 // training device (--device).
 #pragma once
 #include <cstddef>
+#include <filesystem>
+#include <ostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,7 +14,9 @@
 
 #include "kiln/core/error.h"
 #include "kiln/core/tensor.h"
+#include "kiln/data/corpus.h"
 #include "kiln/data/dataset.h"
+#include "kiln/dist/process_group.h"
 #include "kiln/data/tokenizer/text_tokenizer.h"
 #include "kiln/nn/bert_config.h"
 #include "kiln/nn/model_config.h"
@@ -30,6 +34,15 @@ bool model_lowercase(const std::string& dir, bool cased);
 // files). kiln::Error naming the flags when none gives one.
 std::unique_ptr<data::TextTokenizer> load_tokenizer(const std::string& model_dir, const std::string& vocab_file,
                                                     const std::string& tokenizer_path, bool cased);
+
+// The corpus of --train-file / --validation-file (`flag` names it in
+// errors): a folder made by `kiln prepare` (checked against the tokenizer),
+// or a text file prepared into `prepared_dir` first (with a process group,
+// rank 0 prepares and the others wait for it).
+std::shared_ptr<const data::Corpus> open_text_corpus(const std::string& file, const char* flag,
+                                                     const data::TextTokenizer& tokenizer,
+                                                     const std::filesystem::path& prepared_dir, std::ostream& out,
+                                                     const dist::ProcessGroupPtr& group);
 
 // kiln::Error unless 2 < max_seq_length <= config.max_position_embeddings.
 void check_max_seq_length(int64_t max_seq_length, const ModelConfig& config);

@@ -90,7 +90,8 @@ struct TrainingArguments {
   std::string text_column, pair_column, label_column = "label";  // finetune ("": detect)
   // finetune: sequence-classification (labels from the file; a float label
   // column is regression, as transformers' run_glue), regression, or
-  // token-classification (CoNLL files; train/token_classification_task.h).
+  // token-classification (CoNLL files; train/token_classification_task.h);
+  // causal-lm (text; train/causal_lm_task.h). pretrain: masked-lm or causal-lm.
   std::string task = "sequence-classification";
   bool multi_label = false;       // sequence-classification: several labels per example (sigmoid + BCE)
   bool label_all_tokens = false;  // token-classification: label every subword, not only a word's first

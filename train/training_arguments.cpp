@@ -116,8 +116,10 @@ void TrainingArguments::validate() const {
   KILN_CHECK(stop_after_steps >= 0, "--stop-after-steps must be >= 0, got ", stop_after_steps);
   KILN_CHECK(std::isfinite(max_grad_norm), "--max-grad-norm must be finite");
   KILN_CHECK(vocab.empty() || tokenizer.empty(), "give --vocab (a BERT vocab.txt) or --tokenizer, not both");
-  KILN_CHECK(task == "sequence-classification" || task == "regression" || task == "token-classification",
-             "--task must be sequence-classification, regression or token-classification, got '", task, "'");
+  KILN_CHECK(task == "sequence-classification" || task == "regression" || task == "token-classification" ||
+                 task == "masked-lm" || task == "causal-lm",
+             "--task must be sequence-classification, regression, token-classification, masked-lm or causal-lm, got '",
+             task, "'");
   KILN_CHECK(!multi_label || task == "sequence-classification", "--multi-label applies to --task "
              "sequence-classification, not ", task);
   KILN_CHECK(!label_all_tokens || task == "token-classification",
