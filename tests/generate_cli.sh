@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# `kiln generate` from the outside, end to end from text: transformers
+# `kiln generate` and causal-LM training from the outside. End to end from text: transformers
 # builds a GPT-2 of the real GPT-2 tokenizer's vocabulary
 # (tests/reference/decoder_family_reference.py text), the tokenizers package
 # encodes a prompt and decodes what generate() adds greedily; kiln, given
 # the directory and the prompt's text, must print that text. Sampling is
 # reproducible by --seed; bad flags and a model without a causal-LM head are
-# one clear error each.
+# one clear error each. Then a GPT-2-shaped decoder is pretrained with
+# `kiln pretrain --task causal-lm`, evaluated (perplexity), fine-tuned and
+# sampled from.
 #
 #   tests/generate_cli.sh KILN PYTHON HF_PYTHON DATA WORK_DIR
 #   (KILN_PYTHON, KILN_HF_PYTHON, KILN_DATA override)
@@ -52,5 +54,29 @@ cp $model/model.safetensors $model/tokenizer.json encoder/
 expect_error "an encoder" "model_type 'roberta' has no causal-lm head in kiln" \
   "$kiln" generate --model encoder --prompt "$prompt"
 expect_error "no model" "--model missing: no such directory" "$kiln" generate --model missing --prompt "$prompt"
+# causal-LM training: pretrain from a config.json, evaluate, finetune, generate
+head -c 60000 "$data/wikitext-2/valid.txt" >text.txt
+cat >gpt2.json <<'JSON'
+{"model_type": "gpt2", "vocab_size": 50257, "n_positions": 32, "n_embd": 32, "n_layer": 1, "n_head": 2,
+ "bos_token_id": 50256, "eos_token_id": 50256}
+JSON
+"$kiln" pretrain --task causal-lm --config gpt2.json --tokenizer "$tok" --train-file text.txt --max-seq-length 32 \
+  --batch-size 4 --max-steps 3 --save-steps 0 --output-dir lm >pretrain.log 2>&1 || { cat pretrain.log; fail "pretrain --task causal-lm"; }
+grep -q '"GPT2LMHeadModel"' lm/config.json || fail "lm/config.json does not name GPT2LMHeadModel"
+[[ -f lm/tokenizer.json ]] || fail "pretrain --task causal-lm did not save the tokenizer beside the model"
+grep -q "perplexity" pretrain.log || fail "pretrain --task causal-lm reported no perplexity"
+"$kiln" evaluate --model lm --validation-file text.txt --max-seq-length 32 >eval.txt 2>eval.err || { cat eval.err; fail "evaluate (causal-lm)"; }
+grep -q '"perplexity"' eval.txt || fail "evaluate lacks perplexity: $(cat eval.txt)"
+"$kiln" finetune --task causal-lm --model lm --train-file text.txt --max-seq-length 32 --batch-size 4 --max-steps 2 \
+  --save-steps 0 --output-dir lm2 >finetune.log 2>&1 || { cat finetune.log; fail "finetune --task causal-lm"; }
+"$kiln" generate --model lm2 --prompt "$prompt" --max-new-tokens 8 --ignore-eos >lm2.txt 2>err.txt || { cat err.txt; fail "generate (kiln-trained)"; }
+[[ -s lm2.txt ]] || fail "generate printed nothing for the kiln-trained decoder"
+expect_error "causal-lm without text" "--task causal-lm needs --train-file" \
+  "$kiln" pretrain --task causal-lm --config gpt2.json --tokenizer "$tok" --output-dir x
+expect_error "causal-lm with an encoder's config" "model_type 'roberta' has no causal-lm head in kiln" \
+  "$kiln" pretrain --task causal-lm --config encoder/config.json --tokenizer "$tok" --train-file text.txt --output-dir x
+expect_error "masked-lm in finetune" "--task masked-lm is kiln pretrain's" \
+  "$kiln" finetune --task masked-lm --model lm --train-file text.txt --output-dir x
+
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
 echo "generate_cli: all checks passed"
