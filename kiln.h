@@ -49,6 +49,7 @@
 #include "kiln/nn/models/roberta.h"
 #include "kiln/nn/models/distilbert.h"
 #include "kiln/nn/models/gpt2.h"
+#include "kiln/nn/models/llama.h"
 #include "kiln/nn/safetensors.h"
 #include "kiln/nn/weight_files.h"
 #include "kiln/nn/hf_checkpoint.h"

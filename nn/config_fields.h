@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "nn/bert_config.h"
+#include "nn/model_size.h"
 
 namespace kiln::config_fields {
 
@@ -130,6 +132,24 @@ class FieldReader {
   std::vector<std::string> used_;
 };
 
+// JSON null for an absent optional id.
+inline json optional_json(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// transformers' activation names as BertConfig reads them (HiddenAct), and
+// the check that `name` is one: kiln::Error "<source>: <field> 'x' is not
+// supported (known: ...)".
+HiddenAct activation_named(const std::string& name);
+void check_activation(const char* field, const std::string& name, const std::string& source);
+
+// Each id that is set (bos_token_id, eos_token_id, ...) in [0, vocab_size).
+void check_token_ids(std::initializer_list<std::pair<const char*, std::optional<int64_t>>> ids, int64_t vocab_size,
+                     const std::string& source);
+
+// The BERT-schema config of a family's sizes: what the model-size estimate
+// (Note [Model size limit]) counts.
+BertConfig bert_schema(int64_t vocab_size, int64_t hidden, int64_t layers, int64_t heads, int64_t intermediate,
+                       int64_t positions);
+
 // config.json text as a bounded JSON object (Note [Bounded JSON]), else
 // kiln::Error "<source>: config must be a JSON object, got <type>".
 json parse_object(const std::string& text, const std::string& source);
@@ -158,5 +178,14 @@ void check_saved_size(size_t saved_bytes, const std::string& source);
 // sign, spaces or leading zeros), the values strings; else a kiln::Error
 // "<what>: ...".
 std::vector<std::string> parse_id2label(const std::string& json_text, const std::string& what);
+
+// The end of every family's from_json_string: validate, the model-size
+// limit, and that the config kiln would write is readable again.
+template <typename Config>
+void finish_reading(const Config& c, const std::string& source) {
+  c.validate(source);
+  check_model_size(c.bert_equivalent(), source);  // Note [Model size limit]
+  check_saved_size(c.to_json_string().size(), source);
+}
 
 }  // namespace kiln::config_fields

@@ -76,4 +76,11 @@ std::pair<Tensor, Tensor> shifted_labelled_rows(const Tensor& h, const Tensor& l
   return labelled_rows(h.narrow(1, 0, T - 1), labels.narrow(1, 1, T - 1));
 }
 
+CausalLMOutput causal_lm_output(const Tensor& h, const Tensor& labels, const std::function<Tensor(const Tensor&)>& head) {
+  if (!labels.defined()) return {Tensor(), head(h)};
+  auto [rows, targets] = shifted_labelled_rows(h, labels);
+  Tensor logits = head(rows);  // (M, V)
+  return {cross_entropy(logits, targets), logits};
+}
+
 }  // namespace kiln::nn

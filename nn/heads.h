@@ -11,6 +11,7 @@
 //   undefined: all ones / all zeros); hidden states (B, T, C).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -115,6 +116,10 @@ class CausalLanguageModel : public Module {
 // The rows of h (B, T, C) that predict a label, (M, C), and those labels (M):
 // h[:, t] for labels[:, t + 1] != -100 (the causal-LM shift).
 std::pair<Tensor, Tensor> shifted_labelled_rows(const Tensor& h, const Tensor& labels);
+// A causal LM's output from its final hidden states h (B, T, C) and its LM
+// head (rows (N, C) -> (N, V)): the head at every position without labels,
+// else at the predicted rows only, with the shifted cross-entropy.
+CausalLMOutput causal_lm_output(const Tensor& h, const Tensor& labels, const std::function<Tensor(const Tensor&)>& head);
 
 // The additive attention bias (B, 1, 1, T) of a (B, T) attention mask: 0
 // where attended, the float's lowest value where masked (as transformers);

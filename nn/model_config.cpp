@@ -68,6 +68,39 @@ json parse_object(const std::string& text, const std::string& source) {
   return j;
 }
 
+HiddenAct activation_named(const std::string& name) {
+  BertConfig b;
+  b.hidden_act = name;
+  return b.activation();
+}
+
+void check_activation(const char* field, const std::string& name, const std::string& source) {
+  const auto& acts = BertConfig::known_activations();
+  KILN_CHECK(std::find(acts.begin(), acts.end(), name) != acts.end(), source, ": ", field, " '", name,
+             "' is not supported (known: ", joined(acts), ")");
+}
+
+void check_token_ids(std::initializer_list<std::pair<const char*, std::optional<int64_t>>> ids, int64_t vocab_size,
+                     const std::string& source) {
+  for (const auto& [field, id] : ids)
+    if (id)
+      KILN_CHECK(*id >= 0 && *id < vocab_size, source, ": ", field, " = ", *id, " is outside [0, vocab_size = ",
+                 vocab_size, ")");
+}
+
+BertConfig bert_schema(int64_t vocab_size, int64_t hidden, int64_t layers, int64_t heads, int64_t intermediate,
+                       int64_t positions) {
+  BertConfig b;
+  b.vocab_size = vocab_size;
+  b.hidden_size = hidden;
+  b.num_hidden_layers = layers;
+  b.num_attention_heads = heads;
+  b.intermediate_size = intermediate;
+  b.max_position_embeddings = positions;
+  b.type_vocab_size = 1;
+  return b;
+}
+
 void check_sizes(std::initializer_list<std::pair<const char*, int64_t>> sizes, const std::string& source) {
   for (const auto& [field, value] : sizes)
     KILN_CHECK(value >= 1 && value <= kMaxSize, source, ": ", field, " = ", value, " must be in [1, ", kMaxSize, "]");

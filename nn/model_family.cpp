@@ -46,7 +46,8 @@ void ModelFamily::require(ModelTask task, const std::string& source) const {
 
 const std::vector<const ModelFamily*>& model_families() {
   static const std::vector<const ModelFamily*> all = {&bert_family(), &roberta_family(), &xlm_roberta_family(),
-                                                          &distilbert_family(), &gpt2_family()};
+                                                          &distilbert_family(), &gpt2_family(), &llama_family(),
+                                                          &mistral_family()};
   return all;
 }
 

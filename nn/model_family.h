@@ -61,5 +61,7 @@ const ModelFamily& roberta_family();
 const ModelFamily& xlm_roberta_family();
 const ModelFamily& distilbert_family();
 const ModelFamily& gpt2_family();
+const ModelFamily& llama_family();
+const ModelFamily& mistral_family();
 
 }  // namespace kiln::nn

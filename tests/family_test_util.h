@@ -32,12 +32,16 @@ struct FamilyReference {
   nlohmann::json manifest;
 };
 
-// KILN_BINARY_DIR/<name>, made once per build by build(tmp) (which writes
-// tmp/manifest.json): built aside and renamed, so a concurrent test process
-// never reads a half-written one; every later process reuses it.
-inline FamilyReference family_reference(const std::string& name, const std::function<void(const std::string&)>& build) {
+// KILN_BINARY_DIR/<name>-<hash of the reference script>, made once by
+// build(tmp) (which writes tmp/manifest.json): built aside and renamed, so a
+// concurrent test process never reads a half-written one; every later
+// process reuses it until the script changes.
+inline FamilyReference family_reference(const std::string& name, const std::string& script,
+                                        const std::function<void(const std::string&)>& build) {
   namespace fs = std::filesystem;
-  const std::string dir = std::string(KILN_BINARY_DIR) + "/" + name;
+  std::ifstream in(script, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string dir = std::string(KILN_BINARY_DIR) + "/" + name + "-" + std::to_string(std::hash<std::string>{}(text));
   if (!fs::exists(dir + "/manifest.json")) {
     const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
     fs::create_directories(tmp);

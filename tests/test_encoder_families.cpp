@@ -42,7 +42,7 @@ std::string reference_script() { return source_file("/tests/reference/encoder_fa
 
 // Built once per build (testing::family_reference).
 const Reference& reference() {
-  static const Reference r = testing::family_reference("encoder_families", [](const std::string& tmp) {
+  static const Reference r = testing::family_reference("encoder_families", reference_script(), [](const std::string& tmp) {
     const std::string tokenizer = testing::data_file("tokenizers/xlm-roberta/tokenizer.json");
     const std::string ids = tmp + "/text_ids.json";
     testing::run_or_throw(quoted(testing::python()) + " " + quoted(reference_script()) + " tokenize --tokenizer " +
@@ -223,7 +223,7 @@ TEST(EncoderFamilies, AutoLayerPicksFamilyAndRefusesMismatches) {
   EXPECT_EQ(nn::task_name_of(ref.dir + "/roberta-small/ForTokenClassification"), "token-classification");
   EXPECT_EQ(nn::task_name_of(ref.dir + "/roberta-small/ForMaskedLM"), "masked-lm");
   EXPECT_EQ(nn::supported_model_types(),
-            (std::vector<std::string>{"bert", "roberta", "xlm-roberta", "distilbert", "gpt2"}));
+            (std::vector<std::string>{"bert", "roberta", "xlm-roberta", "distilbert", "gpt2", "llama", "mistral"}));
 
   const std::string tmp = std::string(KILN_BINARY_DIR) + "/encoder_families_bad_" + std::to_string(::getpid());
   fs::remove_all(tmp);
@@ -234,7 +234,7 @@ TEST(EncoderFamilies, AutoLayerPicksFamilyAndRefusesMismatches) {
   // an unknown family: one error naming it and the supported ones
   const std::string gpt = variant("gpt", roberta, [](json& c) { c["model_type"] = "gpt_neox"; });
   EXPECT_KILN_ERROR(nn::AutoModelForSequenceClassification::from_pretrained(gpt, 3),
-                    "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta, distilbert, gpt2)");
+                    "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta, distilbert, gpt2, llama, mistral)");
   EXPECT_KILN_ERROR(nn::task_name_of(gpt), "model_type 'gpt_neox' is not supported");
   // a BERT checkpoint under a RoBERTa config
   manual_seed(3);

@@ -12,7 +12,6 @@ namespace kiln {
 namespace {
 
 using json = nlohmann::json;
-using config_fields::joined;
 
 constexpr const char* kFieldNames[] = {
     "model_type", "architectures", "vocab_size", "max_position_embeddings", "sinusoidal_pos_embds", "n_layers",
@@ -21,11 +20,7 @@ constexpr const char* kFieldNames[] = {
 
 }  // namespace
 
-HiddenAct DistilBertConfig::act() const {
-  BertConfig b;
-  b.hidden_act = activation;
-  return b.activation();
-}
+HiddenAct DistilBertConfig::act() const { return config_fields::activation_named(activation); }
 
 void DistilBertConfig::validate(const std::string& source) const {
   config_fields::check_sizes({{"vocab_size", vocab_size},
@@ -44,23 +39,13 @@ void DistilBertConfig::validate(const std::string& source) const {
                                      source);
   KILN_CHECK(std::isfinite(initializer_range) && initializer_range > 0.0, source,
              ": initializer_range = ", initializer_range, " must be positive and finite");
-  const auto& acts = BertConfig::known_activations();
-  KILN_CHECK(std::find(acts.begin(), acts.end(), activation) != acts.end(), source, ": activation '", activation,
-             "' is not supported (known: ", joined(acts), ")");
+  config_fields::check_activation("activation", activation, source);
   config_fields::check_common_fields(problem_type, pad_token_id, vocab_size, extra,
                                      {std::begin(kFieldNames), std::end(kFieldNames)}, "DistilBertConfig", source);
 }
 
 BertConfig DistilBertConfig::bert_equivalent() const {
-  BertConfig b;
-  b.vocab_size = vocab_size;
-  b.hidden_size = dim;
-  b.num_hidden_layers = n_layers;
-  b.num_attention_heads = n_heads;
-  b.intermediate_size = hidden_dim;
-  b.max_position_embeddings = max_position_embeddings;
-  b.type_vocab_size = 1;
-  return b;
+  return config_fields::bert_schema(vocab_size, dim, n_layers, n_heads, hidden_dim, max_position_embeddings);
 }
 
 DistilBertConfig DistilBertConfig::from_json_string(const std::string& text, const std::string& source) {
@@ -85,9 +70,7 @@ DistilBertConfig DistilBertConfig::from_json_string(const std::string& text, con
   r.optional("problem_type", c.problem_type);
   r.optional("architectures", c.architectures);
   c.extra = r.unused();
-  c.validate(source);
-  check_model_size(c.bert_equivalent(), source);  // Note [Model size limit]
-  config_fields::check_saved_size(c.to_json_string().size(), source);
+  config_fields::finish_reading(c, source);
   return c;
 }
 

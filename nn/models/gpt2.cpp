@@ -127,11 +127,8 @@ Tensor GPT2LMHeadModel::head(const Tensor& h) const {
 
 CausalLMOutput GPT2LMHeadModel::forward(const Tensor& ids, const Tensor& attention_mask, const Tensor& labels,
                                         KVCache* cache) const {
-  Tensor h = transformer->hidden(ids, attention_mask, cache);  // (B, T, C)
-  if (!labels.defined()) return {Tensor(), head(h)};
-  auto [rows, targets] = shifted_labelled_rows(h, labels);
-  Tensor logits = head(rows);  // (M, V)
-  return {cross_entropy(logits, targets), logits};
+  return causal_lm_output(transformer->hidden(ids, attention_mask, cache), labels,
+                          [this](const Tensor& h) { return head(h); });
 }
 
 }  // namespace kiln::nn

@@ -12,7 +12,7 @@ namespace kiln {
 namespace {
 
 using json = nlohmann::json;
-using config_fields::joined;
+using config_fields::optional_json;
 
 constexpr const char* kFieldNames[] = {"model_type",
                                        "architectures",
@@ -37,15 +37,9 @@ constexpr const char* kFieldNames[] = {"model_type",
                                        "pad_token_id",
                                        "problem_type"};
 
-json optional_json(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
-
 }  // namespace
 
-HiddenAct GPT2Config::act() const {
-  BertConfig b;
-  b.hidden_act = activation_function;
-  return b.activation();
-}
+HiddenAct GPT2Config::act() const { return config_fields::activation_named(activation_function); }
 
 void GPT2Config::validate(const std::string& source) const {
   config_fields::check_sizes({{"vocab_size", vocab_size},
@@ -62,27 +56,14 @@ void GPT2Config::validate(const std::string& source) const {
              ": layer_norm_epsilon = ", layer_norm_epsilon, " must be positive and finite");
   KILN_CHECK(std::isfinite(initializer_range) && initializer_range > 0.0, source,
              ": initializer_range = ", initializer_range, " must be positive and finite");
-  const auto& acts = BertConfig::known_activations();
-  KILN_CHECK(std::find(acts.begin(), acts.end(), activation_function) != acts.end(), source,
-             ": activation_function '", activation_function, "' is not supported (known: ", joined(acts), ")");
-  for (const auto& [field, id] : {std::pair{"bos_token_id", bos_token_id}, std::pair{"eos_token_id", eos_token_id}})
-    if (id)
-      KILN_CHECK(*id >= 0 && *id < vocab_size, source, ": ", field, " = ", *id, " is outside [0, vocab_size = ",
-                 vocab_size, ")");
+  config_fields::check_activation("activation_function", activation_function, source);
+  config_fields::check_token_ids({{"bos_token_id", bos_token_id}, {"eos_token_id", eos_token_id}}, vocab_size, source);
   config_fields::check_common_fields(problem_type, pad_token_id, vocab_size, extra,
                                      {std::begin(kFieldNames), std::end(kFieldNames)}, "GPT2Config", source);
 }
 
 BertConfig GPT2Config::bert_equivalent() const {
-  BertConfig b;
-  b.vocab_size = vocab_size;
-  b.hidden_size = n_embd;
-  b.num_hidden_layers = n_layer;
-  b.num_attention_heads = n_head;
-  b.intermediate_size = inner();
-  b.max_position_embeddings = n_positions;
-  b.type_vocab_size = 1;
-  return b;
+  return config_fields::bert_schema(vocab_size, n_embd, n_layer, n_head, inner(), n_positions);
 }
 
 GPT2Config GPT2Config::from_json_string(const std::string& text, const std::string& source) {
@@ -112,9 +93,7 @@ GPT2Config GPT2Config::from_json_string(const std::string& text, const std::stri
   r.optional("problem_type", c.problem_type);
   r.optional("architectures", c.architectures);
   c.extra = r.unused();
-  c.validate(source);
-  check_model_size(c.bert_equivalent(), source);  // Note [Model size limit]
-  config_fields::check_saved_size(c.to_json_string().size(), source);
+  config_fields::finish_reading(c, source);
   return c;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The parity oracle for kiln's decoder families (GPT-2): transformers itself
+"""The parity oracle for kiln's decoder families (GPT-2, Llama, Mistral): transformers itself
 builds randomly initialised models from a config (from_config, seeds fixed),
 saves them (safetensors) and records what they compute, so the C++ test
 (tests/test_decoder_families.cpp) can load the same directories and compare.
@@ -17,7 +17,8 @@ it) and writes DIR/generated.json: the ids generate() adds greedily to the
 prompt's (32 new tokens, stopping at eos as generate() does); "detokenize"
 writes their text as the tokenizer decodes it (special tokens skipped).
 
-For each case (family x size) and head (Model, LMHeadModel) it writes
+For each case (family x variant) and head (Model, LMHeadModel: GPT-2's
+GPT2LMHeadModel, Llama's and Mistral's *ForCausalLM) it writes
 DIR/<case>/<Head>/ (config.json + model.safetensors) and
 DIR/<case>/<Head>.golden.safetensors with the inputs (right-padded with id 0,
 attention_mask 0 there), the outputs (last_hidden_state, or logits), the loss
@@ -34,8 +35,17 @@ import os
 import sys
 
 HEADS = ["Model", "LMHeadModel"]
-PREFIX = {"gpt2": "GPT2"}
+PREFIX = {"gpt2": "GPT2", "llama": "Llama", "mistral": "Mistral"}
+LM_CLASS = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
 NEW_TOKENS = 32
+
+
+def llama_config(family, vocab, hidden, layers, heads, kv_heads, inner, positions, **extra):
+    import transformers
+    cls = transformers.LlamaConfig if family == "llama" else transformers.MistralConfig
+    return cls(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+               num_key_value_heads=kv_heads, intermediate_size=inner, max_position_embeddings=positions,
+               bos_token_id=vocab - 2, eos_token_id=vocab - 1, initializer_range=0.2, **extra)
 
 
 def config_for(family, vocab, hidden, layers, heads, positions, inner=None):
@@ -67,8 +77,9 @@ def run_case(workdir, name, family, config, ids, mask, seed):
     for head in HEADS:
         torch.manual_seed(seed)
         c = copy.deepcopy(config)
-        c.architectures = [prefix + head]
-        model = getattr(transformers, prefix + head)(c)
+        cls = LM_CLASS[family] if head == "LMHeadModel" else prefix + head
+        c.architectures = [cls]
+        model = getattr(transformers, cls)(c)
         model.save_pretrained(os.path.join(workdir, name, head), safe_serialization=True)
         model.train()  # dropout is 0: train mode computes what eval mode does
         golden = {"input_ids": ids, "attention_mask": mask}
@@ -115,6 +126,23 @@ def build(a):
             ids, mask = synthetic_inputs(vocab, [11, 7, 3], seed=len(cases) + 5)
             run_case(a.workdir, name, family, config, ids, mask, seed=100 + len(cases))
             cases.append(name)
+    # Llama-style: grouped-query (kv 2 of 4 heads) untied; multi-query with attention bias, linear rope
+    # scaling, theta 500000, tied; dynamic NTK scaling past max_position_embeddings (generation runs to 37 > 16);
+    # Mistral's sliding window (4, 8) shorter than the inputs and the generated sequences
+    llama_cases = {
+        "llama-small": ("llama", (1000, 64, 2, 4, 2, 128, 64), {}),
+        "llama-mini": ("llama", (5000, 256, 4, 4, 1, 688, 130),
+                       {"attention_bias": True, "rope_scaling": {"type": "linear", "factor": 2.0},
+                        "rope_theta": 500000.0, "tie_word_embeddings": True}),
+        "llama-dynamic": ("llama", (1000, 64, 2, 4, 4, 128, 16), {"rope_scaling": {"type": "dynamic", "factor": 2.0}}),
+        "mistral-small": ("mistral", (1000, 64, 2, 4, 2, 128, 64), {"sliding_window": 4}),
+        "mistral-mini": ("mistral", (5000, 256, 4, 8, 2, 688, 130), {"sliding_window": 8}),
+    }
+    for name, (family, shape, extra) in llama_cases.items():
+        config = llama_config(family, *shape, **extra)
+        ids, mask = synthetic_inputs(config.vocab_size, [11, 7, 3], seed=len(cases) + 5)
+        run_case(a.workdir, name, family, config, ids, mask, seed=100 + len(cases))
+        cases.append(name)
     with open(os.path.join(a.workdir, "manifest.json"), "w") as f:
         json.dump({"cases": cases, "heads": HEADS, "new_tokens": NEW_TOKENS,
                    "transformers": transformers.__version__}, f)
