@@ -123,6 +123,13 @@ def gpt2(**fields):
     return json.dumps({k: v for k, v in base.items() if v is not None}, indent=2, sort_keys=True) + "\n"
 
 
+def llama(**fields):
+    base = {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64}
+    base.update(fields)
+    return json.dumps({k: v for k, v in base.items() if v is not None}, indent=2, sort_keys=True) + "\n"
+
+
 def model_config_seeds():
     write("model_config", "bert", config())
     write("model_config", "no_model_type", config(model_type=None))
@@ -161,6 +168,21 @@ def model_config_seeds():
     write("model_config", "bad_gpt2_alias", gpt2(hidden_size=32))
     write("model_config", "bad_gpt2_eos", gpt2(eos_token_id=1000))
     write("model_config", "bad_gpt2_inner", gpt2(n_inner=0))
+    write("model_config", "llama", llama())
+    write("model_config", "llama_hf", llama(
+        architectures=["LlamaForCausalLM"], attention_bias=False, attention_dropout=0.0, bos_token_id=1,
+        eos_token_id=2, hidden_act="silu", initializer_range=0.02, num_key_value_heads=2, pretraining_tp=1,
+        rms_norm_eps=1e-6, rope_scaling=None, rope_theta=10000.0, tie_word_embeddings=False,
+        torch_dtype="float32", transformers_version="4.36.2", use_cache=True))
+    write("model_config", "llama_scaled", llama(rope_scaling={"type": "dynamic", "factor": 2.0}, attention_bias=True,
+                                                num_key_value_heads=1, tie_word_embeddings=True, rope_theta=500000.0))
+    write("model_config", "mistral", llama(model_type="mistral", sliding_window=16, num_key_value_heads=2))
+    write("model_config", "mistral_defaults", llama(model_type="mistral", num_attention_heads=8))
+    write("model_config", "bad_llama_rope", llama(rope_scaling={"type": "yarn", "factor": 4.0}))
+    write("model_config", "bad_llama_rope_factor", llama(rope_scaling={"type": "linear", "factor": 0.5}))
+    write("model_config", "bad_llama_kv", llama(num_key_value_heads=3))
+    write("model_config", "bad_llama_odd_head", llama(hidden_size=36, num_attention_heads=4))
+    write("model_config", "bad_mistral_window", llama(model_type="mistral", sliding_window=0, num_attention_heads=8))
 
 
 def bert_config_seeds():
