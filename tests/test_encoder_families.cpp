@@ -6,8 +6,9 @@
 // directories through the Auto layer (nn/auto.h) and must give the same
 // per-position outputs with padding (1e-4), loss and gradients of a training
 // step (1e-4 relative); directories kiln saves must load back in
-// transformers with the same outputs; and a model of the real XLM-R
-// tokenizer's vocabulary runs end to end from SST-2 text.
+// transformers with the same outputs; and models of the real XLM-R
+// tokenizer's vocabulary and of a RoBERTa-style tokenizer from the real GPT-2
+// BPE files run end to end from SST-2 text.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -49,8 +50,20 @@ const Reference& reference() {
                               quoted(tokenizer) + " --sentences " + quoted(testing::data_file("sst2/dev.tsv")) +
                               " --out " + quoted(ids),
                           "reference tokenization");
+    // a RoBERTa-style tokenizer.json from the real GPT-2 BPE files, and its ids for the same sentences
+    const std::string roberta_tok = tmp + "/roberta_tokenizer.json", roberta_ids = tmp + "/roberta_text_ids.json";
+    testing::run_or_throw(quoted(testing::python()) + " " + quoted(reference_script()) +
+                              " roberta-tokenizer --gpt2-dir " + quoted(testing::data_file("tokenizers/gpt2")) +
+                              " --out " + quoted(roberta_tok),
+                          "reference RoBERTa tokenizer");
+    testing::run_or_throw(quoted(testing::python()) + " " + quoted(reference_script()) + " tokenize --tokenizer " +
+                              quoted(roberta_tok) + " --sentences " + quoted(testing::data_file("sst2/dev.tsv")) +
+                              " --out " + quoted(roberta_ids),
+                          "reference tokenization (RoBERTa)");
     testing::run_or_throw(quoted(hf_python()) + " " + quoted(reference_script()) + " build --workdir " + quoted(tmp) +
-                              " --text-ids " + quoted(ids) + " --xlmr-tokenizer " + quoted(tokenizer),
+                              " --text-ids " + quoted(ids) + " --xlmr-tokenizer " + quoted(tokenizer) +
+                              " --roberta-text-ids " + quoted(roberta_ids) + " --roberta-tokenizer " +
+                              quoted(roberta_tok),
                           "reference script");
   });
   return r;
@@ -126,7 +139,7 @@ TEST(EncoderFamilies, OutputsLossAndGradientsMatchTransformers) {
   const Reference& ref = reference();
   int compared = 0;
   for (const std::string c : ref.manifest["cases"]) {
-    if (c == "xlmr-text") continue;
+    if (c == "xlmr-text" || c == "roberta-text") continue;
     for (const std::string head : ref.manifest["heads"]) {
       const std::string what = c + "/" + head;
       SCOPED_TRACE(what);
@@ -184,31 +197,37 @@ TEST(EncoderFamilies, SavedDirectoriesLoadBackInTransformers) {
   }
 }
 
-// The real XLM-R tokenizer (tokenizer.json beside the model, as the
-// reference saved it) gives transformers' ids for SST-2 sentences, and a
-// model of its vocabulary gives transformers' outputs from them.
-TEST(EncoderFamilies, XlmrEndToEndFromText) {
+// Text end to end: the real XLM-R tokenizer (Unigram), and a RoBERTa-style
+// tokenizer built from the real GPT-2 BPE files (byte-level BPE,
+// RobertaProcessing), each beside its model as the reference saved it, give
+// the tokenizers package's ids for SST-2 sentences, and a model of that
+// vocabulary gives transformers' outputs from them.
+TEST(EncoderFamilies, EndToEndFromText) {
   const Reference& ref = reference();
-  const std::string base = ref.dir + "/xlmr-text/Model";
-  const json text = json::parse(std::ifstream(ref.dir + "/text_ids.json"));
-  auto tok = data::open_text_tokenizer(base);
-  const std::vector<std::string> sentences = text["sentences"];
-  ASSERT_EQ(sentences.size(), 4u);
-  EXPECT_EQ(tok->pad_id(), 1);
-  const std::vector<data::Encoding> enc = tok->encode_batch(sentences);
-  const auto g = nn::load_safetensors(base + ".golden.safetensors");
-  const Tensor& ids = g.at("input_ids");
-  const std::vector<int64_t> want = ids.to_vector<int64_t>();
-  for (size_t i = 0; i < enc.size(); ++i) {
-    const size_t T = static_cast<size_t>(ids.size(1));
-    ASSERT_LE(enc[i].ids.size(), T);
-    for (size_t t = 0; t < T; ++t)
-      EXPECT_EQ(t < enc[i].ids.size() ? int64_t{enc[i].ids[t]} : int64_t{1}, want[i * T + t]) << "sentence " << i;
-  }
-  NoGradGuard no_grad;
-  for (const std::string head : {"Model", "ForSequenceClassification"}) {
-    const auto gh = nn::load_safetensors(ref.dir + "/xlmr-text/" + head + ".golden.safetensors");
-    expect_outputs_match(run_head(ref.dir + "/xlmr-text/" + head, head, gh), head, gh, "xlmr-text/" + head);
+  for (const std::string c : {"xlmr-text", "roberta-text"}) {
+    SCOPED_TRACE(c);
+    const std::string base = ref.dir + "/" + c + "/Model";
+    const json text =
+        json::parse(std::ifstream(ref.dir + (c == "xlmr-text" ? "/text_ids.json" : "/roberta_text_ids.json")));
+    auto tok = data::open_text_tokenizer(base);
+    const std::vector<std::string> sentences = text["sentences"];
+    ASSERT_EQ(sentences.size(), 4u);
+    EXPECT_EQ(tok->pad_id(), 1);
+    const std::vector<data::Encoding> enc = tok->encode_batch(sentences);
+    const auto g = nn::load_safetensors(base + ".golden.safetensors");
+    const Tensor& ids = g.at("input_ids");
+    const std::vector<int64_t> want = ids.to_vector<int64_t>();
+    for (size_t i = 0; i < enc.size(); ++i) {
+      const size_t T = static_cast<size_t>(ids.size(1));
+      ASSERT_LE(enc[i].ids.size(), T);
+      for (size_t t = 0; t < T; ++t)
+        EXPECT_EQ(t < enc[i].ids.size() ? int64_t{enc[i].ids[t]} : int64_t{1}, want[i * T + t]) << "sentence " << i;
+    }
+    NoGradGuard no_grad;
+    for (const std::string head : {"Model", "ForSequenceClassification"}) {
+      const auto gh = nn::load_safetensors(ref.dir + "/" + c + "/" + head + ".golden.safetensors");
+      expect_outputs_match(run_head(ref.dir + "/" + c + "/" + head, head, gh), head, gh, c + "/" + head);
+    }
   }
 }
 

@@ -5,7 +5,9 @@ config (from_config, seeds fixed), saves them (safetensors) and records what
 they compute, so the C++ test can load the same directories and compare.
 
     encoder_family_reference.py tokenize --tokenizer tokenizer.json --sentences sst2/dev.tsv --out ids.json
+    encoder_family_reference.py roberta-tokenizer --gpt2-dir DIR --out tokenizer.json
     encoder_family_reference.py build --workdir DIR [--text-ids ids.json --xlmr-tokenizer tokenizer.json]
+                                      [--roberta-text-ids ids.json --roberta-tokenizer tokenizer.json]
 
 "tokenize" needs only the tokenizers package (the test venv's, new enough
 for the real XLM-R tokenizer.json); "build" needs torch and transformers
@@ -21,6 +23,11 @@ loss ("grad.<name>"), all float32. With --text-ids, the case "xlmr-text"
 (heads Model and ForSequenceClassification, no gradients) runs a model of
 the real XLM-R tokenizer's vocabulary (the tokenizer copied into the model
 directories) on the ids "tokenize" gave for the first sentences of the file.
+"roberta-tokenizer" (tokenizers only) builds a RoBERTa-style tokenizer.json
+from the real GPT-2 vocab.json + merges.txt as roberta-base's is laid out:
+<s> <pad> </s> <unk> at ids 0-3, GPT-2's byte-level BPE after them, <mask>
+last, RobertaProcessing; with --roberta-text-ids the case "roberta-text"
+does for a RoBERTa of that vocabulary what "xlmr-text" does.
 The small cases' masked-LM model is also saved sharded (max_shard_size
 200KB) as <Head>-sharded/. DIR/manifest.json lists the cases."""
 import argparse
@@ -130,6 +137,41 @@ def run_case(workdir, name, family, config, ids, mask, seed, tokenizer_file=None
         save_file(golden, os.path.join(workdir, name, head + ".golden.safetensors"))
 
 
+def roberta_tokenizer(a):
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+    with open(os.path.join(a.gpt2_dir, "vocab.json"), encoding="utf-8") as f:
+        gpt2 = json.load(f)
+    with open(os.path.join(a.gpt2_dir, "merges.txt"), encoding="utf-8") as f:
+        merges = [tuple(line.split()) for line in f.read().split("\n")[1:] if line]
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    vocab = {t: i for i, t in enumerate(specials)}
+    for t, i in sorted(gpt2.items(), key=lambda kv: kv[1]):
+        if t not in vocab:
+            vocab[t] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(specials + [AddedToken("<mask>", lstrip=True)])
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tok.save(a.out)
+
+
+def text_case(workdir, name, family, text_ids_file, tokenizer_file, seed, cases):
+    import torch
+    with open(text_ids_file, encoding="utf-8") as f:
+        text = json.load(f)
+    T = max(len(e) for e in text["ids"])
+    ids = torch.full((len(text["ids"]), T), 1, dtype=torch.long)
+    mask = torch.zeros((len(text["ids"]), T), dtype=torch.long)
+    for i, e in enumerate(text["ids"]):
+        ids[i, :len(e)] = torch.tensor(e)
+        mask[i, :len(e)] = 1
+    config = config_for(family, text["vocab_size"], 32, 1, 2, 64, 514)
+    run_case(workdir, name, family, config, ids, mask, seed=seed, tokenizer_file=tokenizer_file,
+             heads=["Model", "ForSequenceClassification"], grads=False)
+    cases.append(name)
+
+
 def tokenize(a):
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(a.tokenizer)
@@ -160,18 +202,9 @@ def build(a):
             run_case(a.workdir, name, family, config, ids, mask, seed=100 + len(cases), sharded=size == "small")
             cases.append(name)
     if a.text_ids:
-        with open(a.text_ids, encoding="utf-8") as f:
-            text = json.load(f)
-        T = max(len(e) for e in text["ids"])
-        ids = torch.full((len(text["ids"]), T), 1, dtype=torch.long)
-        mask = torch.zeros((len(text["ids"]), T), dtype=torch.long)
-        for i, e in enumerate(text["ids"]):
-            ids[i, :len(e)] = torch.tensor(e)
-            mask[i, :len(e)] = 1
-        config = config_for("xlm-roberta", text["vocab_size"], 32, 1, 2, 64, 514)
-        run_case(a.workdir, "xlmr-text", "xlm-roberta", config, ids, mask, seed=300, tokenizer_file=a.xlmr_tokenizer,
-                 heads=["Model", "ForSequenceClassification"], grads=False)
-        cases.append("xlmr-text")
+        text_case(a.workdir, "xlmr-text", "xlm-roberta", a.text_ids, a.xlmr_tokenizer, 300, cases)
+    if a.roberta_text_ids:
+        text_case(a.workdir, "roberta-text", "roberta", a.roberta_text_ids, a.roberta_tokenizer, 301, cases)
     with open(os.path.join(a.workdir, "manifest.json"), "w") as f:
         json.dump({"cases": cases, "heads": HEADS, "num_labels": NUM_LABELS,
                    "transformers": transformers.__version__}, f)
@@ -188,8 +221,13 @@ def main():
     b.add_argument("--workdir", required=True)
     b.add_argument("--text-ids")
     b.add_argument("--xlmr-tokenizer")
+    b.add_argument("--roberta-text-ids")
+    b.add_argument("--roberta-tokenizer")
+    r = sub.add_parser("roberta-tokenizer")
+    r.add_argument("--gpt2-dir", required=True)
+    r.add_argument("--out", required=True)
     a = ap.parse_args()
-    tokenize(a) if a.cmd == "tokenize" else build(a)
+    {"tokenize": tokenize, "build": build, "roberta-tokenizer": roberta_tokenizer}[a.cmd](a)
     return 0
 
 
