@@ -179,13 +179,31 @@ void check_saved_size(size_t saved_bytes, const std::string& source);
 // "<what>: ...".
 std::vector<std::string> parse_id2label(const std::string& json_text, const std::string& what);
 
-// The end of every family's from_json_string: validate, the model-size
-// limit, and that the config kiln would write is readable again.
+// The end of every family's from_json_string: the fields every family's
+// config has (pad_token_id, problem_type, architectures), the keys nothing
+// read kept verbatim in `extra`, then validate, the model-size limit, and
+// that the config kiln would write is readable again.
 template <typename Config>
-void finish_reading(const Config& c, const std::string& source) {
+void finish_reading(FieldReader& r, Config& c, const std::string& source) {
+  r.optional("pad_token_id", c.pad_token_id);
+  r.optional("problem_type", c.problem_type);
+  r.optional("architectures", c.architectures);
+  c.extra = r.unused();
   c.validate(source);
   check_model_size(c.bert_equivalent(), source);  // Note [Model size limit]
   check_saved_size(c.to_json_string().size(), source);
+}
+
+// The start of every family's to_json_string (after validate()): the kept
+// unknown keys, model_type and architectures; the family adds its fields.
+template <typename Config>
+json json_with_common_fields(const Config& c, const std::string& model_type) {
+  json j = json::object();
+  for (const auto& [key, text] : c.extra) j[key] = json::parse(text);
+  j["model_type"] = model_type;
+  j["architectures"] = c.architectures;
+  if (c.problem_type) j["problem_type"] = *c.problem_type;
+  return j;
 }
 
 }  // namespace kiln::config_fields

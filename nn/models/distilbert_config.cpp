@@ -66,20 +66,13 @@ DistilBertConfig DistilBertConfig::from_json_string(const std::string& text, con
   r.optional("initializer_range", c.initializer_range);
   r.optional("qa_dropout", c.qa_dropout);
   r.optional("seq_classif_dropout", c.seq_classif_dropout);
-  r.optional("pad_token_id", c.pad_token_id);
-  r.optional("problem_type", c.problem_type);
-  r.optional("architectures", c.architectures);
-  c.extra = r.unused();
-  config_fields::finish_reading(c, source);
+  config_fields::finish_reading(r, c, source);
   return c;
 }
 
 std::string DistilBertConfig::to_json_string() const {
   validate();
-  json j = json::object();
-  for (const auto& [key, text] : extra) j[key] = json::parse(text);
-  j["model_type"] = "distilbert";
-  j["architectures"] = architectures;
+  json j = config_fields::json_with_common_fields(*this, "distilbert");
   j["vocab_size"] = vocab_size;
   j["max_position_embeddings"] = max_position_embeddings;
   j["sinusoidal_pos_embds"] = sinusoidal_pos_embds;
@@ -94,7 +87,6 @@ std::string DistilBertConfig::to_json_string() const {
   j["qa_dropout"] = qa_dropout;
   j["seq_classif_dropout"] = seq_classif_dropout;
   j["pad_token_id"] = pad_token_id ? json(*pad_token_id) : json(nullptr);
-  if (problem_type) j["problem_type"] = *problem_type;
   return j.dump(2) + "\n";
 }
 

@@ -89,20 +89,13 @@ GPT2Config GPT2Config::from_json_string(const std::string& text, const std::stri
   r.optional("tie_word_embeddings", c.tie_word_embeddings);
   r.optional("bos_token_id", c.bos_token_id);
   r.optional("eos_token_id", c.eos_token_id);
-  r.optional("pad_token_id", c.pad_token_id);
-  r.optional("problem_type", c.problem_type);
-  r.optional("architectures", c.architectures);
-  c.extra = r.unused();
-  config_fields::finish_reading(c, source);
+  config_fields::finish_reading(r, c, source);
   return c;
 }
 
 std::string GPT2Config::to_json_string() const {
   validate();
-  json j = json::object();
-  for (const auto& [key, text] : extra) j[key] = json::parse(text);
-  j["model_type"] = "gpt2";
-  j["architectures"] = architectures;
+  json j = config_fields::json_with_common_fields(*this, "gpt2");
   j["vocab_size"] = vocab_size;
   j["n_positions"] = n_positions;
   j["n_embd"] = n_embd;
@@ -122,7 +115,6 @@ std::string GPT2Config::to_json_string() const {
   j["bos_token_id"] = optional_json(bos_token_id);
   j["eos_token_id"] = optional_json(eos_token_id);
   if (pad_token_id) j["pad_token_id"] = *pad_token_id;
-  if (problem_type) j["problem_type"] = *problem_type;
   return j.dump(2) + "\n";
 }
 

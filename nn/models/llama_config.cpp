@@ -122,9 +122,6 @@ LlamaConfig LlamaConfig::from_json_string(const std::string& text, const std::st
   r.optional("tie_word_embeddings", c.tie_word_embeddings);
   r.optional("bos_token_id", c.bos_token_id);
   r.optional("eos_token_id", c.eos_token_id);
-  r.optional("pad_token_id", c.pad_token_id);
-  r.optional("problem_type", c.problem_type);
-  r.optional("architectures", c.architectures);
   if (mistral) {
     r.optional("sliding_window", c.sliding_window);
   } else {
@@ -132,17 +129,13 @@ LlamaConfig LlamaConfig::from_json_string(const std::string& text, const std::st
     r.optional("attention_bias", c.attention_bias);
     r.optional("pretraining_tp", c.pretraining_tp);
   }
-  c.extra = r.unused();
-  config_fields::finish_reading(c, source);
+  config_fields::finish_reading(r, c, source);
   return c;
 }
 
 std::string LlamaConfig::to_json_string() const {
   validate();
-  json j = json::object();
-  for (const auto& [key, text] : extra) j[key] = json::parse(text);
-  j["model_type"] = model_type;
-  j["architectures"] = architectures;
+  json j = config_fields::json_with_common_fields(*this, model_type);
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
   j["intermediate_size"] = intermediate_size;
@@ -159,7 +152,6 @@ std::string LlamaConfig::to_json_string() const {
   j["bos_token_id"] = optional_json(bos_token_id);
   j["eos_token_id"] = optional_json(eos_token_id);
   if (pad_token_id) j["pad_token_id"] = *pad_token_id;
-  if (problem_type) j["problem_type"] = *problem_type;
   if (model_type == "mistral") {
     j["sliding_window"] = optional_json(sliding_window);
   } else {
