@@ -29,6 +29,7 @@ CUDA_ARCHS ?= 90
 export KILN_DATA ?= $(abspath ../shared/data)
 export KILN_PYTHON ?= $(abspath $(VENV))/bin/python
 export KILN_HF_PYTHON ?= $(abspath $(VENV))-hf/bin/python
+export KILN_HF48_PYTHON ?= $(abspath $(VENV))-hf48/bin/python
 
 # What building kiln needs (make demo installs these alone) ...
 BUILD_PACKAGES := build-essential cmake ninja-build pkg-config git \
@@ -63,7 +64,7 @@ build-deps:
 apt-deps: build-deps
 	$(call apt_install,$(TEST_PACKAGES))
 
-py-deps: $(VENV)/.installed $(VENV)-hf/.installed
+py-deps: $(VENV)/.installed $(VENV)-hf/.installed $(VENV)-hf48/.installed
 
 $(VENV)/.installed: requirements-test.txt | apt-deps
 	$(PYTHON_BASE) -m venv --system-site-packages $(VENV)
@@ -74,6 +75,11 @@ $(VENV)/.installed: requirements-test.txt | apt-deps
 $(VENV)-hf/.installed: requirements-hf.txt | apt-deps
 	$(PYTHON_BASE) -m venv --system-site-packages $(VENV)-hf
 	$(VENV)-hf/bin/pip install -q -r requirements-hf.txt
+	touch $@
+
+$(VENV)-hf48/.installed: requirements-hf48.txt | apt-deps
+	$(PYTHON_BASE) -m venv --system-site-packages $(VENV)-hf48
+	$(VENV)-hf48/bin/pip install -q --no-deps -r requirements-hf48.txt
 	touch $@
 
 $(BUILD)/build.ninja: | build-deps

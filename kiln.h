@@ -40,6 +40,7 @@
 // nn: modules, layers, BERT, checkpoints, generation
 #include "kiln/nn/module.h"
 #include "kiln/nn/layers.h"
+#include "kiln/nn/rotary.h"
 #include "kiln/nn/containers.h"
 #include "kiln/nn/bert_config.h"
 #include "kiln/nn/model_config.h"

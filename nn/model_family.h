@@ -63,5 +63,6 @@ const ModelFamily& distilbert_family();
 const ModelFamily& gpt2_family();
 const ModelFamily& llama_family();
 const ModelFamily& mistral_family();
+const ModelFamily& qwen2_family();
 
 }  // namespace kiln::nn

@@ -26,6 +26,12 @@ inline std::string source_file(const char* rel) {
   return path;
 }
 inline std::string hf_python() { return env_or("KILN_HF_PYTHON", source_file("/.venv-hf/bin/python")); }
+// transformers 4.48 on the same PyTorch (Qwen2 needs >= 4.37, ModernBERT >= 4.48).
+inline std::string hf48_python() { return env_or("KILN_HF48_PYTHON", source_file("/.venv-hf48/bin/python")); }
+// The reference environment whose transformers has the class `arch`.
+inline std::string hf_python_for(const std::string& arch) {
+  return arch.rfind("Qwen2", 0) == 0 || arch.rfind("ModernBert", 0) == 0 ? hf48_python() : hf_python();
+}
 
 struct FamilyReference {
   std::string dir;
@@ -115,7 +121,7 @@ inline std::map<std::string, Tensor> run_in_transformers(const std::string& dir,
                                                          const nn::NamedTensors& inputs) {
   const std::string in = dir + "/inputs.safetensors", out = dir + "/outputs.safetensors";
   nn::save_safetensors(in, inputs);
-  const std::string cmd = quoted(hf_python()) + " " + source_file("/tests/reference/hf_load_check.py") +
+  const std::string cmd = quoted(hf_python_for(arch)) + " " + source_file("/tests/reference/hf_load_check.py") +
                           " --model-dir " + quoted(dir) + " --arch " + arch + " --inputs " + quoted(in) + " --out " +
                           quoted(out);
   run_or_throw(cmd, "transformers' load check");

@@ -1,9 +1,10 @@
-// GPT-2, Llama and Mistral against transformers (the parity oracle: no real
-// weights can be installed here). transformers 4.36 (in .venv-hf) builds
-// randomly initialised base and causal-LM models (GPT-2 at two sizes; Llama
-// with grouped- and multi-query attention, attention bias, tied and untied
-// heads, linear and dynamic rope scaling; Mistral's sliding window at two
-// sizes), saves them and records
+// GPT-2, Llama, Mistral and Qwen2 against transformers (the parity oracle: no
+// real weights can be installed here). transformers 4.36 (in .venv-hf; 4.48
+// in .venv-hf48 for Qwen2) builds randomly initialised base and causal-LM
+// models (GPT-2 at two sizes; Llama with grouped- and multi-query attention,
+// attention bias, tied and untied heads, linear and dynamic rope scaling;
+// Mistral's sliding window at two sizes; Qwen2's q/k/v biases, untied and
+// tied), saves them and records
 // what they compute (tests/reference/decoder_family_reference.py); kiln loads
 // the same directories through the Auto layer (nn/auto.h) and must give the
 // same per-position outputs with padding (1e-4), loss and gradients of a
@@ -28,6 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::at_tokens;
+using testing::hf48_python;
 using testing::hf_python;
 using testing::max_abs_diff;
 using testing::quoted;
@@ -36,8 +38,10 @@ using Reference = testing::FamilyReference;
 const Reference& reference() {
   const std::string script = testing::source_file("/tests/reference/decoder_family_reference.py");
   static const Reference r = testing::family_reference("decoder_families", script, [&](const std::string& tmp) {
-    testing::run_or_throw(quoted(hf_python()) + " " + quoted(script) + " build --workdir " + quoted(tmp),
-                          "reference script");
+    for (const auto& [python, families] : {std::pair{hf_python(), "gpt2,llama,mistral"}, std::pair{hf48_python(), "qwen2"}})
+      testing::run_or_throw(quoted(python) + " " + quoted(script) + " build --workdir " + quoted(tmp) + " --families " +
+                                families,
+                            "reference script");
   });
   return r;
 }
@@ -101,7 +105,7 @@ TEST(DecoderFamilies, OutputsLossAndGradientsMatchTransformers) {
       testing::expect_gradients_match(*r.model, g, what);
       ++compared;
     }
-  EXPECT_EQ(compared, 14);  // 7 cases x 2 heads
+  EXPECT_EQ(compared, 18);  // 9 cases x 2 heads
 }
 
 // Greedy decoding on the KV cache gives transformers' generate() ids (32 new
@@ -274,11 +278,12 @@ TEST(DecoderFamilies, Gpt2ConfigAndMismatches) {
   fs::remove_all(tmp);
 }
 
-// Llama and Mistral saves (untied; tied with attention bias; sliding window)
-// load in transformers with the same logits and loss.
+// Llama, Mistral and Qwen2 saves (untied; tied with attention bias; sliding
+// window; q/k/v biases untied and tied) load in transformers with the same
+// logits and loss.
 TEST(DecoderFamilies, LlamaStyleSavesLoadBackInTransformers) {
   const Reference& ref = reference();
-  for (const std::string c : {"llama-small", "llama-mini", "mistral-small"}) {
+  for (const std::string c : {"llama-small", "llama-mini", "mistral-small", "qwen2-small", "qwen2-mini"}) {
     SCOPED_TRACE(c);
     const std::string src = ref.dir + "/" + c + "/LMHeadModel";
     const auto g = golden(c, "LMHeadModel");
@@ -362,6 +367,52 @@ TEST(DecoderFamilies, LlamaConfigAndMismatches) {
   EXPECT_EQ(report.ignored.size(), 16u);  // 4 layers x q, k, v, o biases the config does not have
   const std::string gpt = variant("gpt", ref.dir + "/gpt2-small/LMHeadModel", [](json&) {});
   EXPECT_KILN_ERROR(nn::AutoModelForCausalLM::from_pretrained(gpt), "is named as a gpt2 model's, but");
+  fs::remove_all(tmp);
+}
+
+// Qwen2Config as transformers 4.48 writes it (its defaults: no bos/eos ids),
+// biases on q, k and v only, and its errors by field and tensor name.
+TEST(DecoderFamilies, Qwen2ConfigAndMismatches) {
+  const Reference& ref = reference();
+  const std::string lm = ref.dir + "/qwen2-mini/LMHeadModel";
+  EXPECT_EQ(nn::model_type_of(lm), "qwen2");
+  EXPECT_EQ(nn::task_name_of(lm), "causal-lm");
+  const json original = json::parse(std::ifstream(lm + "/config.json"));
+  const ModelConfig mc = nn::load_model_config(lm);
+  const json written = json::parse(mc.to_json_string());
+  for (const auto& [k, v] : original.items()) EXPECT_EQ(written.at(k), v) << k;
+  const LlamaConfig c = mc.as<LlamaConfig>();
+  EXPECT_TRUE(c.qkv_bias());
+  EXPECT_FALSE(c.o_bias());
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  json plain = {{"model_type", "qwen2"},      {"vocab_size", 100},      {"hidden_size", 64},
+                {"intermediate_size", 128},   {"num_hidden_layers", 1}, {"num_attention_heads", 4},
+                {"max_position_embeddings", 64}, {"rope_scaling", {{"rope_type", "default"}}}};
+  const LlamaConfig q = ModelConfig::from_json_string(plain.dump()).as<LlamaConfig>();
+  EXPECT_EQ(q.num_key_value_heads, 4);
+  EXPECT_FALSE(q.bos_token_id.has_value());
+  EXPECT_FALSE(q.rope_scaling.has_value());
+  EXPECT_EQ(q.architectures, std::vector<std::string>{"Qwen2ForCausalLM"});
+  plain["use_sliding_window"] = true;
+  EXPECT_KILN_ERROR(ModelConfig::from_json_string(plain.dump(), "q.json"),
+                    "q.json: use_sliding_window = true is not supported for qwen2");
+  plain["use_sliding_window"] = false;
+  plain["attention_bias"] = true;  // a Llama field: kept verbatim, not Qwen2's
+  EXPECT_FALSE(ModelConfig::from_json_string(plain.dump()).as<LlamaConfig>().o_bias());
+  plain["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_KILN_ERROR(ModelConfig::from_json_string(plain.dump()), "rope_scaling type 'yarn' is not supported");
+
+  // Llama's weights (no biases) under a Qwen2 config of the same shape, and back
+  const std::string tmp = tmp_dir("qwen2_bad");
+  fs::remove_all(tmp);
+  const std::string small = ref.dir + "/qwen2-small/LMHeadModel", llama = ref.dir + "/llama-small/LMHeadModel";
+  const std::string unbiased = testing::config_variant(tmp + "/unbiased", small, llama, [](json&) {});
+  EXPECT_KILN_ERROR(nn::AutoModelForCausalLM::from_pretrained(unbiased), "self_attn.q_proj.bias");
+  const std::string biased = testing::config_variant(tmp + "/biased", llama, small, [](json&) {});
+  nn::LoadReport report;
+  (void)nn::AutoModelForCausalLM::from_pretrained(biased, &report);
+  EXPECT_EQ(report.ignored.size(), 6u);  // 2 layers x q, k, v biases Llama does not have
   fs::remove_all(tmp);
 }
 

@@ -242,7 +242,7 @@ TEST(EncoderFamilies, AutoLayerPicksFamilyAndRefusesMismatches) {
   EXPECT_EQ(nn::task_name_of(ref.dir + "/roberta-small/ForTokenClassification"), "token-classification");
   EXPECT_EQ(nn::task_name_of(ref.dir + "/roberta-small/ForMaskedLM"), "masked-lm");
   EXPECT_EQ(nn::supported_model_types(),
-            (std::vector<std::string>{"bert", "roberta", "xlm-roberta", "distilbert", "gpt2", "llama", "mistral"}));
+            (std::vector<std::string>{"bert", "roberta", "xlm-roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2"}));
 
   const std::string tmp = std::string(KILN_BINARY_DIR) + "/encoder_families_bad_" + std::to_string(::getpid());
   fs::remove_all(tmp);
@@ -253,7 +253,7 @@ TEST(EncoderFamilies, AutoLayerPicksFamilyAndRefusesMismatches) {
   // an unknown family: one error naming it and the supported ones
   const std::string gpt = variant("gpt", roberta, [](json& c) { c["model_type"] = "gpt_neox"; });
   EXPECT_KILN_ERROR(nn::AutoModelForSequenceClassification::from_pretrained(gpt, 3),
-                    "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta, distilbert, gpt2, llama, mistral)");
+                    "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta, distilbert, gpt2, llama, mistral, qwen2)");
   EXPECT_KILN_ERROR(nn::task_name_of(gpt), "model_type 'gpt_neox' is not supported");
   // a BERT checkpoint under a RoBERTa config
   manual_seed(3);

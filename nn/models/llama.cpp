@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/bert.h"
+#include "nn/rotary.h"
 #include "ops/fused.h"
 
 namespace kiln::nn {
@@ -36,31 +37,7 @@ std::pair<Tensor, Tensor> rotary_tables(const LlamaConfig& c, int64_t start, int
     theta *= std::pow(f * static_cast<double>(total) / static_cast<double>(c.max_position_embeddings) - (f - 1.0),
                       static_cast<double>(D) / static_cast<double>(D - 2));
   }
-  // transformers computes inv_freq and the angles in float32: so does this.
-  std::vector<float> inv(static_cast<size_t>(D / 2));
-  for (int64_t i = 0; i < D / 2; ++i)
-    inv[static_cast<size_t>(i)] = static_cast<float>(
-        1.0 / static_cast<double>(static_cast<float>(std::pow(theta, static_cast<double>(static_cast<float>(2 * i) /
-                                                                                         static_cast<float>(D))))));
-  std::vector<double> cos_v(static_cast<size_t>(T * D)), sin_v(cos_v.size());  // float32 values
-  for (int64_t t = 0; t < T; ++t) {
-    const float p = static_cast<float>(static_cast<double>(start + t) * position_scale);
-    for (int64_t i = 0; i < D; ++i) {
-      const float angle = p * inv[static_cast<size_t>(i % (D / 2))];  // emb = cat(freqs, freqs)
-      cos_v[static_cast<size_t>(t * D + i)] = std::cos(angle);
-      sin_v[static_cast<size_t>(t * D + i)] = std::sin(angle);
-    }
-  }
-  const TensorOptions on_cpu(opts.dtype.value_or(DType::Float32), kCPU);
-  return {to_device(tensor(cos_v, {T, D}, on_cpu), opts.device), to_device(tensor(sin_v, {T, D}, on_cpu), opts.device)};
-}
-
-Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads) {
-  const int64_t B = x.size(0), T = x.size(1), D = x.size(2) / heads;
-  const Tensor x4 = x.reshape({B, T, heads, D});                                      // (B, T, H, D)
-  const Tensor half = cat({neg(x4.narrow(3, D / 2, D / 2)), x4.narrow(3, 0, D / 2)}, 3);  // rotate_half
-  const Tensor c = cos.reshape({1, T, 1, D}), s = sin.reshape({1, T, 1, D});
-  return add(mul(x4, c), mul(half, s)).reshape({B, T, heads * D});
+  return rope_tables(D, theta, start, T, opts, position_scale);
 }
 
 namespace {
@@ -79,11 +56,11 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, int64_t idx)
     : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), layer_idx(idx), dropout(c.attention_dropout) {
   const int64_t C = c.hidden_size, D = c.head_dim();
   const double s = c.initializer_range;
-  const bool b = c.attention_bias;
+  const bool b = c.qkv_bias();
   q_proj = register_module("q_proj", std::make_shared<Linear>(C, heads * D, b, s));
   k_proj = register_module("k_proj", std::make_shared<Linear>(C, kv_heads * D, b, s));
   v_proj = register_module("v_proj", std::make_shared<Linear>(C, kv_heads * D, b, s));
-  o_proj = register_module("o_proj", std::make_shared<Linear>(heads * D, C, b, s));
+  o_proj = register_module("o_proj", std::make_shared<Linear>(heads * D, C, c.o_bias(), s));
 }
 
 Tensor LlamaAttention::forward(const Tensor& x, const Tensor& mask, const Tensor& cos, const Tensor& sin,

@@ -1,4 +1,4 @@
-// Llama-style decoders (model_type "llama", "mistral"): pre-norm blocks of
+// Llama-style decoders (model_type "llama", "mistral", "qwen2"): pre-norm blocks of
 // RMSNorm, attention with rotary position embeddings and grouped-query
 // key/value heads, and a SwiGLU MLP; transformers' module tree and names
 // ("model.", "embed_tokens", "layers.N.self_attn.q_proj", "mlp.gate_proj",
@@ -8,11 +8,9 @@
 //   cached and the new positions, (B, S)); hidden (B, T, C = hidden_size);
 //   H query heads, K = num_key_value_heads, D = C / H; F intermediate_size.
 //
-// Note [Rotary embeddings]
-// Position p rotates each head's pairs (x[i], x[i + D/2]) by p * theta^(-2i/D)
-// (transformers' rotate_half layout, not interleaved pairs):
-//   rope(x) = x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1).
-// rope_scaling, as transformers 4.36 reads it ({"type", "factor"}):
+// Rotary embeddings: Note [Rotary embeddings] (nn/rotary.h). rope_scaling,
+// as transformers 4.36 reads it ({"type", "factor"}; 4.48 also writes
+// "rope_type", and its "default" is none):
 //   "linear":  positions are divided by factor;
 //   "dynamic": (NTK) when the sequence (cached + new) is longer than
 //              max_position_embeddings, theta becomes
@@ -20,7 +18,10 @@
 // Any other type is a config error naming it.
 //
 // Mistral's sliding_window w: position p attends keys (p - w, p]
-// (transformers 4.36's eager mask); Llama has none.
+// (transformers 4.36's eager mask); Llama has none. Qwen2 (transformers
+// >= 4.37) is Llama's blocks with biases on q, k and v (not o); its
+// use_sliding_window = true is refused (transformers applies that window
+// only under flash-attention: its eager and SDPA paths ignore it).
 #pragma once
 
 #include <map>
@@ -36,6 +37,7 @@
 #include "kiln/nn/heads.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/model_config.h"
+#include "kiln/nn/rotary.h"  // apply_rotary
 
 namespace kiln {
 
@@ -45,13 +47,14 @@ struct RopeScaling {
   bool operator==(const RopeScaling&) const = default;
 };
 
-// transformers' LlamaConfig and MistralConfig (4.36), one struct: the
-// structural fields vocab_size, hidden_size, intermediate_size,
-// num_hidden_layers, num_attention_heads and max_position_embeddings are
-// required; the rest take the family's defaults (Mistral: 8 key/value heads,
-// sliding_window 4096); unknown keys are kept verbatim in `extra`.
+// transformers' LlamaConfig and MistralConfig (4.36) and Qwen2Config (4.48),
+// one struct: the structural fields vocab_size, hidden_size,
+// intermediate_size, num_hidden_layers, num_attention_heads and
+// max_position_embeddings are required; the rest take the family's defaults
+// (Mistral: 8 key/value heads, sliding_window 4096; Qwen2: no bos/eos ids);
+// unknown keys are kept verbatim in `extra`.
 struct LlamaConfig {
-  std::string model_type = "llama";  // "llama" or "mistral"
+  std::string model_type = "llama";  // "llama", "mistral" or "qwen2"
   int64_t vocab_size = 32000;
   int64_t hidden_size = 4096;
   int64_t intermediate_size = 11008;
@@ -64,10 +67,11 @@ struct LlamaConfig {
   double rms_norm_eps = 1e-6;
   int64_t pretraining_tp = 1;  // transformers splits its matmuls in this many slices: the same math
   double rope_theta = 10000.0;
-  std::optional<RopeScaling> rope_scaling;  // llama only
+  std::optional<RopeScaling> rope_scaling;  // llama and qwen2
   bool attention_bias = false;              // llama only: biases on q, k, v and o
   double attention_dropout = 0.0;
   std::optional<int64_t> sliding_window;    // mistral only; null: none
+  int64_t max_window_layers = 28;           // qwen2 only, kept as written (use_sliding_window is refused)
   bool tie_word_embeddings = false;
   std::optional<int64_t> bos_token_id = 1;
   std::optional<int64_t> eos_token_id = 2;
@@ -77,6 +81,8 @@ struct LlamaConfig {
   std::map<std::string, std::string> extra;  // other keys, as JSON text
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  bool qkv_bias() const { return attention_bias || model_type == "qwen2"; }  // biases on q_proj, k_proj, v_proj
+  bool o_bias() const { return attention_bias; }                            // and on o_proj
   HiddenAct act() const;
   void validate(const std::string& source = "LlamaConfig") const;
   static LlamaConfig from_json_string(const std::string& text, const std::string& source = "config.json");
@@ -98,11 +104,10 @@ class RMSNorm : public Module, public Callable<RMSNorm> {
 };
 
 // Note [Rotary embeddings]: cos and sin (T, D) for positions [start,
-// start + T) of a sequence of `total` positions (cached + new).
+// start + T) of a sequence of `total` positions (cached + new), with the
+// config's theta and scaling.
 std::pair<Tensor, Tensor> rotary_tables(const LlamaConfig& c, int64_t start, int64_t T, int64_t total,
                                         TensorOptions opts);
-// x (B, T, heads * D) with each head rotated by the tables (T, D).
-Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads);
 
 class LlamaAttention : public Module, public Callable<LlamaAttention> {
  public:

@@ -1,5 +1,5 @@
 // LlamaConfig (nn/models/llama.h): config.json as transformers' LlamaConfig
-// and MistralConfig (4.36) read and write it.
+// and MistralConfig (4.36) and Qwen2Config (4.48) read and write it.
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -14,9 +14,10 @@ namespace {
 using json = nlohmann::json;
 using config_fields::optional_json;
 
-// The fields of both families; those of one family only (rope_scaling,
-// attention_bias, pretraining_tp: llama; sliding_window: mistral) are in the
-// other's `extra` when present, as transformers ignores them there.
+// The fields of every family; those of some only (rope_scaling: llama, qwen2;
+// attention_bias, pretraining_tp: llama; sliding_window: mistral, qwen2;
+// use_sliding_window, max_window_layers: qwen2) are in the others' `extra`
+// when present, as transformers ignores them there.
 constexpr const char* kFieldNames[] = {
     "model_type",          "architectures",     "vocab_size",          "hidden_size",       "intermediate_size",
     "num_hidden_layers",   "num_attention_heads", "num_key_value_heads", "hidden_act",     "max_position_embeddings",
@@ -24,8 +25,12 @@ constexpr const char* kFieldNames[] = {
     "bos_token_id",        "eos_token_id",      "pad_token_id",        "problem_type"};
 constexpr const char* kLlamaOnly[] = {"rope_scaling", "attention_bias", "pretraining_tp"};
 constexpr const char* kMistralOnly[] = {"sliding_window"};
+constexpr const char* kQwen2Only[] = {"rope_scaling", "sliding_window", "use_sliding_window", "max_window_layers"};
 
-// rope_scaling as transformers 4.36 validates it: null, or {"type": "linear" | "dynamic", "factor": > 1}.
+bool known_model_type(const std::string& t) { return t == "llama" || t == "mistral" || t == "qwen2"; }
+
+// rope_scaling as transformers 4.36 validates it: null, or {"type": "linear" | "dynamic", "factor": > 1};
+// transformers 4.48 also writes the type as "rope_type", and {"rope_type": "default"} means none.
 std::optional<RopeScaling> read_rope_scaling(const json* v, const std::string& source) {
   if (!v || v->is_null()) return std::nullopt;
   KILN_CHECK(v->is_object(), source, ": rope_scaling must be null or an object {\"type\", \"factor\"}, got ",
@@ -35,6 +40,12 @@ std::optional<RopeScaling> read_rope_scaling(const json* v, const std::string& s
              config_fields::brief(*v));
   RopeScaling r;
   r.type = type->get<std::string>();
+  if (r.type == "default") {
+    for (const auto& [key, value] : v->items())
+      KILN_CHECK(key == "type" || key == "rope_type", source, ": rope_scaling field '", key,
+                 "' is not supported (type 'default' takes none)");
+    return std::nullopt;
+  }
   KILN_CHECK(r.type == "linear" || r.type == "dynamic", source, ": rope_scaling type '", r.type,
              "' is not supported (kiln supports linear, dynamic)");
   const auto factor = v->find("factor");
@@ -54,8 +65,7 @@ std::optional<RopeScaling> read_rope_scaling(const json* v, const std::string& s
 HiddenAct LlamaConfig::act() const { return config_fields::activation_named(hidden_act); }
 
 void LlamaConfig::validate(const std::string& source) const {
-  KILN_CHECK(model_type == "llama" || model_type == "mistral", source, ": model_type '", model_type,
-             "' is not llama or mistral");
+  KILN_CHECK(known_model_type(model_type), source, ": model_type '", model_type, "' is not llama, mistral or qwen2");
   config_fields::check_sizes({{"vocab_size", vocab_size},
                               {"hidden_size", hidden_size},
                               {"intermediate_size", intermediate_size},
@@ -63,7 +73,8 @@ void LlamaConfig::validate(const std::string& source) const {
                               {"num_attention_heads", num_attention_heads},
                               {"num_key_value_heads", num_key_value_heads},
                               {"max_position_embeddings", max_position_embeddings},
-                              {"pretraining_tp", pretraining_tp}},
+                              {"pretraining_tp", pretraining_tp},
+                              {"max_window_layers", max_window_layers}},
                              source);
   KILN_CHECK(hidden_size % num_attention_heads == 0, source, ": hidden_size = ", hidden_size,
              " is not divisible by num_attention_heads = ", num_attention_heads);
@@ -81,8 +92,12 @@ void LlamaConfig::validate(const std::string& source) const {
   config_fields::check_activation("hidden_act", hidden_act, source);
   config_fields::check_token_ids({{"bos_token_id", bos_token_id}, {"eos_token_id", eos_token_id}}, vocab_size, source);
   std::vector<std::string> fields(std::begin(kFieldNames), std::end(kFieldNames));
+  if (model_type == "qwen2")
+    KILN_CHECK(!sliding_window, source, ": use_sliding_window = true is not supported for qwen2 (transformers "
+               "applies Qwen2's window only under flash-attention; its eager and SDPA attention ignore it)");
   if (model_type == "llama") fields.insert(fields.end(), std::begin(kLlamaOnly), std::end(kLlamaOnly));
-  else fields.insert(fields.end(), std::begin(kMistralOnly), std::end(kMistralOnly));
+  else if (model_type == "mistral") fields.insert(fields.end(), std::begin(kMistralOnly), std::end(kMistralOnly));
+  else fields.insert(fields.end(), std::begin(kQwen2Only), std::end(kQwen2Only));
   config_fields::check_common_fields(problem_type, pad_token_id, vocab_size, extra, fields, "LlamaConfig", source);
 }
 
@@ -96,14 +111,18 @@ LlamaConfig LlamaConfig::from_json_string(const std::string& text, const std::st
   config_fields::FieldReader r(j, source);
   LlamaConfig c;
   r.optional("model_type", c.model_type);
-  KILN_CHECK(c.model_type == "llama" || c.model_type == "mistral", source, ": model_type '", c.model_type,
-             "' is not llama or mistral");
-  const bool mistral = c.model_type == "mistral";
+  KILN_CHECK(known_model_type(c.model_type), source, ": model_type '", c.model_type,
+             "' is not llama, mistral or qwen2");
+  const bool mistral = c.model_type == "mistral", qwen2 = c.model_type == "qwen2";
   if (mistral) {  // MistralConfig's defaults
     c.num_key_value_heads = 8;
     c.sliding_window = 4096;
   }
-  c.architectures = {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"};
+  if (qwen2) {  // Qwen2Config sets no token ids
+    c.bos_token_id.reset();
+    c.eos_token_id.reset();
+  }
+  c.architectures = {mistral ? "MistralForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
   r.require("vocab_size", c.vocab_size);
   r.require("hidden_size", c.hidden_size);
   r.require("intermediate_size", c.intermediate_size);
@@ -124,6 +143,14 @@ LlamaConfig LlamaConfig::from_json_string(const std::string& text, const std::st
   r.optional("eos_token_id", c.eos_token_id);
   if (mistral) {
     r.optional("sliding_window", c.sliding_window);
+  } else if (qwen2) {
+    c.rope_scaling = read_rope_scaling(r.get("rope_scaling"), source);
+    bool use_window = false;
+    r.optional("use_sliding_window", use_window);
+    std::optional<int64_t> window = 4096;
+    r.optional("sliding_window", window);
+    if (use_window) c.sliding_window = window ? window : std::optional<int64_t>(4096);  // refused by validate()
+    r.optional("max_window_layers", c.max_window_layers);
   } else {
     c.rope_scaling = read_rope_scaling(r.get("rope_scaling"), source);
     r.optional("attention_bias", c.attention_bias);
@@ -152,10 +179,16 @@ std::string LlamaConfig::to_json_string() const {
   j["bos_token_id"] = optional_json(bos_token_id);
   j["eos_token_id"] = optional_json(eos_token_id);
   if (pad_token_id) j["pad_token_id"] = *pad_token_id;
+  const json rope = rope_scaling ? json{{"type", rope_scaling->type}, {"factor", rope_scaling->factor}} : json(nullptr);
   if (model_type == "mistral") {
     j["sliding_window"] = optional_json(sliding_window);
+  } else if (model_type == "qwen2") {
+    j["rope_scaling"] = rope;
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;  // as Qwen2Config writes it without use_sliding_window
+    j["max_window_layers"] = max_window_layers;
   } else {
-    j["rope_scaling"] = rope_scaling ? json{{"type", rope_scaling->type}, {"factor", rope_scaling->factor}} : json(nullptr);
+    j["rope_scaling"] = rope;
     j["attention_bias"] = attention_bias;
     j["pretraining_tp"] = pretraining_tp;
   }

@@ -1,6 +1,6 @@
-// Llama and Mistral as model families (nn/model_family.h): modules and config
-// in nn/models/llama.h; here the weight-name map, config reader and
-// builders, which the two share.
+// Llama, Mistral and Qwen2 as model families (nn/model_family.h): modules and
+// config in nn/models/llama.h; here the weight-name map, config reader and
+// builders, which the three share.
 #include "nn/model_family.h"
 #include "nn/models/llama.h"
 
@@ -27,6 +27,7 @@ ConfigFacts read_llama_config(const std::string& text, const std::string& source
                     {"num_attention_heads", c.num_attention_heads},
                     {"num_key_value_heads", c.num_key_value_heads},
                     {"attention_bias", c.attention_bias ? 1 : 0},
+                    {"qkv_bias", c.qkv_bias() ? 1 : 0},
                     {"tie_word_embeddings", c.tie_word_embeddings ? 1 : 0}};
   return f;
 }
@@ -46,11 +47,10 @@ TensorShapes llama_shapes(const ModelConfig& mc) {
              {"self_attn.v_proj.weight", {KV, C}}, {"self_attn.o_proj.weight", {C, Q}},
              {"mlp.gate_proj.weight", {F, C}},    {"mlp.up_proj.weight", {F, C}},
              {"mlp.down_proj.weight", {C, F}}};
-  if (c.attention_bias)
-    s.layer.insert(s.layer.end(), {{"self_attn.q_proj.bias", {Q}},
-                                   {"self_attn.k_proj.bias", {KV}},
-                                   {"self_attn.v_proj.bias", {KV}},
-                                   {"self_attn.o_proj.bias", {C}}});
+  if (c.qkv_bias())
+    s.layer.insert(s.layer.end(),
+                   {{"self_attn.q_proj.bias", {Q}}, {"self_attn.k_proj.bias", {KV}}, {"self_attn.v_proj.bias", {KV}}});
+  if (c.o_bias()) s.layer.push_back({"self_attn.o_proj.bias", {C}});
   s.num_layers = c.num_hidden_layers;
   s.layers_field = "num_hidden_layers";
   return s;
@@ -71,7 +71,7 @@ ModelFamily llama_like(const char* model_type, const char* class_prefix) {
       [](const ModelConfig& c) -> std::shared_ptr<CausalLanguageModel> {
         return std::make_shared<LlamaForCausalLM>(c.as<LlamaConfig>());
       },
-      nullptr,  // LlamaForCausalLM, MistralForCausalLM
+      nullptr,  // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
   };
 }
 
@@ -84,6 +84,11 @@ const ModelFamily& llama_family() {
 
 const ModelFamily& mistral_family() {
   static const ModelFamily f = llama_like("mistral", "Mistral");
+  return f;
+}
+
+const ModelFamily& qwen2_family() {
+  static const ModelFamily f = llama_like("qwen2", "Qwen2");
   return f;
 }
 

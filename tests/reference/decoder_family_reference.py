@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
-"""The parity oracle for kiln's decoder families (GPT-2, Llama, Mistral): transformers itself
+"""The parity oracle for kiln's decoder families (GPT-2, Llama, Mistral, Qwen2): transformers itself
 builds randomly initialised models from a config (from_config, seeds fixed),
 saves them (safetensors) and records what they compute, so the C++ test
 (tests/test_decoder_families.cpp) can load the same directories and compare.
 
-    decoder_family_reference.py build --workdir DIR
+    decoder_family_reference.py build --workdir DIR --families gpt2,llama,mistral   (.venv-hf: transformers 4.36)
+    decoder_family_reference.py build --workdir DIR --families qwen2                (.venv-hf48: transformers 4.48)
     decoder_family_reference.py tokenize --tokenizer tokenizer.json --prompt TEXT --out prompt.json
     decoder_family_reference.py text --workdir DIR --tokenizer tokenizer.json --prompt-ids prompt.json
     decoder_family_reference.py detokenize --tokenizer tokenizer.json --ids DIR/generated.json --out text.txt
 
 "build" and "text" need torch and transformers (the .venv-hf reference
-environment); "tokenize" and "detokenize" only the tokenizers package (the
-test venv's, new enough for the real GPT-2 tokenizer.json). "text" saves a
+environment; Qwen2 needs transformers >= 4.37, the .venv-hf48 one, which runs
+on the same Debian PyTorch 1.13 through tests/reference/torch_compat.py);
+each "build" adds its families' cases to DIR/manifest.json. "tokenize" and
+"detokenize" only the tokenizers package (the test venv's, new enough for
+the real GPT-2 tokenizer.json). "text" saves a
 GPT-2 of the tokenizer's vocabulary as DIR/gpt2-text (tokenizer.json beside
 it) and writes DIR/generated.json: the ids generate() adds greedily to the
 prompt's (32 new tokens, stopping at eos as generate() does); "detokenize"
 writes their text as the tokenizer decodes it (special tokens skipped).
 
 For each case (family x variant) and head (Model, LMHeadModel: GPT-2's
-GPT2LMHeadModel, Llama's and Mistral's *ForCausalLM) it writes
+GPT2LMHeadModel, Llama's, Mistral's and Qwen2's *ForCausalLM) it writes
 DIR/<case>/<Head>/ (config.json + model.safetensors) and
 DIR/<case>/<Head>.golden.safetensors with the inputs (right-padded with id 0,
 attention_mask 0 there), the outputs (last_hidden_state, or logits), the loss
@@ -35,14 +39,15 @@ import os
 import sys
 
 HEADS = ["Model", "LMHeadModel"]
-PREFIX = {"gpt2": "GPT2", "llama": "Llama", "mistral": "Mistral"}
-LM_CLASS = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
+PREFIX = {"gpt2": "GPT2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
+LM_CLASS = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+            "qwen2": "Qwen2ForCausalLM"}
 NEW_TOKENS = 32
 
 
 def llama_config(family, vocab, hidden, layers, heads, kv_heads, inner, positions, **extra):
     import transformers
-    cls = transformers.LlamaConfig if family == "llama" else transformers.MistralConfig
+    cls = getattr(transformers, PREFIX[family] + "Config")
     return cls(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                num_key_value_heads=kv_heads, intermediate_size=inner, max_position_embeddings=positions,
                bos_token_id=vocab - 2, eos_token_id=vocab - 1, initializer_range=0.2, **extra)
@@ -112,14 +117,18 @@ def run_case(workdir, name, family, config, ids, mask, seed):
 
 
 def build(a):
+    import family_manifest
+    import torch_compat  # noqa: F401  (before transformers: torch 2 names transformers 4.48 uses)
     import torch
     import transformers
     os.makedirs(a.workdir, exist_ok=True)
     torch.set_num_threads(1)
-    cases = []
+    families = a.families.split(",")
+    manifest = family_manifest.open_manifest(a.workdir, families, heads=HEADS, new_tokens=NEW_TOKENS)
+    cases = manifest["cases"]
     # two sizes per family: a small one, and one of a realistic layer shape (bert-mini's widths)
     sizes = {"small": (1000, 64, 2, 4, 40, None), "mini": (5000, 256, 4, 4, 130, 768)}
-    for family in ["gpt2"]:
+    for family in [f for f in ["gpt2"] if f in families]:
         for size, (vocab, hidden, layers, heads, positions, inner) in sizes.items():
             name = f"{family}-{size}"
             config = config_for(family, vocab, hidden, layers, heads, positions, inner)
@@ -137,15 +146,20 @@ def build(a):
         "llama-dynamic": ("llama", (1000, 64, 2, 4, 4, 128, 16), {"rope_scaling": {"type": "dynamic", "factor": 2.0}}),
         "mistral-small": ("mistral", (1000, 64, 2, 4, 2, 128, 64), {"sliding_window": 4}),
         "mistral-mini": ("mistral", (5000, 256, 4, 8, 2, 688, 130), {"sliding_window": 8}),
+        # Qwen2: biases on q, k, v only; grouped-query untied, and multi-query tied with theta 1e6 as
+        # Qwen2-0.5B has (its eos is also its pad: pad_token_id set)
+        "qwen2-small": ("qwen2", (1000, 64, 2, 4, 2, 128, 64), {}),
+        "qwen2-mini": ("qwen2", (5000, 256, 4, 8, 1, 688, 130),
+                       {"tie_word_embeddings": True, "rope_theta": 1000000.0, "pad_token_id": 4999}),
     }
     for name, (family, shape, extra) in llama_cases.items():
+        if family not in families:
+            continue
         config = llama_config(family, *shape, **extra)
         ids, mask = synthetic_inputs(config.vocab_size, [11, 7, 3], seed=len(cases) + 5)
         run_case(a.workdir, name, family, config, ids, mask, seed=100 + len(cases))
         cases.append(name)
-    with open(os.path.join(a.workdir, "manifest.json"), "w") as f:
-        json.dump({"cases": cases, "heads": HEADS, "new_tokens": NEW_TOKENS,
-                   "transformers": transformers.__version__}, f)
+    family_manifest.save_manifest(a.workdir, manifest)
 
 
 def tokenize(a):
@@ -193,6 +207,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build")
     b.add_argument("--workdir", required=True)
+    b.add_argument("--families", required=True, help="comma-separated: gpt2, llama, mistral, qwen2")
     t = sub.add_parser("tokenize")
     t.add_argument("--tokenizer", required=True)
     t.add_argument("--prompt", required=True)

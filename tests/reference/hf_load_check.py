@@ -10,6 +10,7 @@ with a "labels" input also the loss transformers computes ("loss")."""
 import argparse
 import sys
 
+import torch_compat  # noqa: F401  (transformers 4.48 on PyTorch 1.13: tests/reference/torch_compat.py)
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
