@@ -49,6 +49,7 @@
 #include "kiln/nn/bert.h"
 #include "kiln/nn/models/roberta.h"
 #include "kiln/nn/models/distilbert.h"
+#include "kiln/nn/models/modernbert.h"
 #include "kiln/nn/models/gpt2.h"
 #include "kiln/nn/models/llama.h"
 #include "kiln/nn/safetensors.h"

@@ -47,11 +47,11 @@ Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, doubl
   register_parameter("weight", weight, embedding_weight(num, dim, pad, init_std));
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps) : eps(eps) {
+LayerNorm::LayerNorm(int64_t dim, double eps, bool with_bias) : eps(eps) {
   KILN_CHECK(dim > 0, "LayerNorm: dim must be positive, got ", dim);
   KILN_CHECK(eps > 0 && std::isfinite(eps), "LayerNorm: eps must be positive and finite, got ", eps);
   register_parameter("weight", weight, ones({dim}));
-  register_parameter("bias", bias, zeros({dim}));
+  if (with_bias) register_parameter("bias", bias, zeros({dim}));
 }
 
 Dropout::Dropout(double p) : p(p) {

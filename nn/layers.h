@@ -45,7 +45,8 @@ class Embedding : public Module, public Callable<Embedding> {
 
 class LayerNorm : public Module, public Callable<LayerNorm> {
  public:
-  explicit LayerNorm(int64_t dim, double eps = 1e-5);
+  // bias false: none (torch's LayerNorm(bias=False), ModernBERT's norms).
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool bias = true);
   Tensor forward(const Tensor& x) const { return layer_norm(x, {weight.size(0)}, weight, bias, eps); }
   Tensor weight, bias;
   double eps;

@@ -46,7 +46,7 @@ void ModelFamily::require(ModelTask task, const std::string& source) const {
 
 const std::vector<const ModelFamily*>& model_families() {
   static const std::vector<const ModelFamily*> all = {&bert_family(), &roberta_family(), &xlm_roberta_family(),
-                                                          &distilbert_family(), &gpt2_family(), &llama_family(),
+                                                          &distilbert_family(), &modernbert_family(), &gpt2_family(), &llama_family(),
                                                           &mistral_family(), &qwen2_family()};
   return all;
 }

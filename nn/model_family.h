@@ -60,6 +60,7 @@ const ModelFamily& bert_family();
 const ModelFamily& roberta_family();
 const ModelFamily& xlm_roberta_family();
 const ModelFamily& distilbert_family();
+const ModelFamily& modernbert_family();
 const ModelFamily& gpt2_family();
 const ModelFamily& llama_family();
 const ModelFamily& mistral_family();

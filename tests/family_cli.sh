@@ -59,7 +59,7 @@ embed_and_export base clf xlm-roberta
 mkdir -p other
 sed 's/"xlm-roberta"/"gpt_neox"/' clf/config.json >other/config.json
 cp clf/model.safetensors other/
-expect_error "an unknown model_type" "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta, distilbert, gpt2, llama, mistral, qwen2)" \
+expect_error "an unknown model_type" "model_type 'gpt_neox' is not supported (kiln supports: bert, roberta, xlm-roberta, distilbert, modernbert, gpt2, llama, mistral, qwen2)" \
   "$kiln" predict --model other --input sentences.txt
 expect_error "max-seq-length past the padding offset" "exceeds the 32 tokens" \
   "$kiln" finetune --model base --train-file train.tsv --max-seq-length 33 --max-steps 1 --output-dir never

@@ -360,6 +360,45 @@ TEST(OnnxExport, Gpt2FamilyMatchesOnnxRuntime) {
   fs::remove_all(root);
 }
 
+// ModernBERT: rotary tables (one constant per theta, rows sliced to the
+// sequence), the local layers' window mask built from the sequence length
+// at run time, GeGLU; its mean-pooled classifier and masked-LM head match
+// ONNX Runtime with padding.
+TEST(OnnxExport, ModernBertFamilyMatchesOnnxRuntime) {
+  REQUIRE_ORT();
+  const fs::path root = fresh_dir("onnx", "modernbert");
+  ModernBertConfig c;
+  c.vocab_size = 120;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 3;
+  c.num_attention_heads = 4;
+  c.max_position_embeddings = 64;
+  c.global_attn_every_n_layers = 2;
+  c.local_attention = 4;
+  c.initializer_range = 0.3;
+  c.classifier_pooling = "mean";
+  c.norm_bias = true;
+  c.pad_token_id = 0;
+  c.bos_token_id = c.cls_token_id = 1;
+  c.eos_token_id = c.sep_token_id = 2;
+  manual_seed(12);
+  ModelConfig mc = ModelConfig::from_json_string(c.to_json_string());
+  auto clf = nn::AutoModelForSequenceClassification::from_config(mc, 3);
+  train::set_label_maps(mc, "ModernBertForSequenceClassification", {"a", "b", "c"});
+  nn::save_pretrained(*clf, mc, (root / "clf").string());
+  std::string task;
+  auto model = load_bert_for_export((root / "clf").string(), task);
+  EXPECT_EQ(task, "sequence-classification");
+  expect_matches_ort(py, bert_export_spec(*model, task), root / "clf.onnx", kBertShapes);
+  auto mlm = nn::AutoModelForMaskedLM::from_config(mc);
+  nn::save_pretrained(*mlm, mc, (root / "mlm").string());
+  std::string mlm_task = "masked-lm";
+  auto lm = load_bert_for_export((root / "mlm").string(), mlm_task);
+  expect_matches_ort(py, bert_export_spec(*lm, mlm_task), root / "mlm.onnx", kBertShapes);
+  fs::remove_all(root);
+}
+
 // A classifier kiln really fine-tuned (all-MiniLM-L6-v2 on SST-2 sentences,
 // through train::train as `kiln finetune` runs it): its output directory
 // exports as `kiln export --model DIR` would, and ONNX Runtime gives kiln's

@@ -22,8 +22,8 @@ SinusoidalPositions::SinusoidalPositions(int64_t positions, int64_t dim) {
   register_buffer("weight", weight, tensor(w, {positions, dim}));  // float32, as transformers
 }
 
-TiedProjection::TiedProjection(std::shared_ptr<Embedding> t, int64_t out) : tied(std::move(t)) {
-  register_parameter("bias", bias, zeros({out}));
+TiedProjection::TiedProjection(std::shared_ptr<Embedding> t, int64_t out, bool with_bias) : tied(std::move(t)) {
+  if (with_bias) register_parameter("bias", bias, zeros({out}));
 }
 
 Tensor TiedProjection::forward(const Tensor& x) const { return linear_fused(x, tied->weight, bias); }

@@ -72,13 +72,13 @@ class SinusoidalPositions : public Module, public Callable<SinusoidalPositions> 
 };
 
 // A decoder whose weight is another module's (not registered, so not saved)
-// and whose bias is its own: x (N, C) -> x tied^T + bias (N, V).
+// and whose bias (when `bias`) is its own: x (N, C) -> x tied^T + bias (N, V).
 class TiedProjection : public Module, public Callable<TiedProjection> {
  public:
-  TiedProjection(std::shared_ptr<Embedding> tied, int64_t out);
+  TiedProjection(std::shared_ptr<Embedding> tied, int64_t out, bool bias = true);
   Tensor forward(const Tensor& x) const;
   std::shared_ptr<Embedding> tied;
-  Tensor bias;  // (V)
+  Tensor bias;  // (V), or undefined
 };
 
 class DistilBertEmbeddings : public Module, public Callable<DistilBertEmbeddings> {

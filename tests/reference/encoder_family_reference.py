@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
-"""The parity oracle for kiln's encoder families (RoBERTa, XLM-R, DistilBERT):
+"""The parity oracle for kiln's encoder families (RoBERTa, XLM-R, DistilBERT, ModernBERT):
 transformers itself builds randomly initialised models of each family from a
 config (from_config, seeds fixed), saves them (safetensors) and records what
 they compute, so the C++ test can load the same directories and compare.
 
     encoder_family_reference.py tokenize --tokenizer tokenizer.json --sentences sst2/dev.tsv --out ids.json
     encoder_family_reference.py roberta-tokenizer --gpt2-dir DIR --out tokenizer.json
-    encoder_family_reference.py build --workdir DIR [--text-ids ids.json --xlmr-tokenizer tokenizer.json]
+    encoder_family_reference.py build --workdir DIR --families roberta,xlm-roberta,distilbert
+                                      [--text-ids ids.json --xlmr-tokenizer tokenizer.json]
+                                      [--roberta-text-ids ids.json --roberta-tokenizer tokenizer.json]
+    encoder_family_reference.py build --workdir DIR --families modernbert
                                       [--roberta-text-ids ids.json --roberta-tokenizer tokenizer.json]
 
 "tokenize" needs only the tokenizers package (the test venv's, new enough
 for the real XLM-R tokenizer.json); "build" needs torch and transformers
-(the .venv-hf reference environment).
+(the .venv-hf reference environment; ModernBERT needs transformers >= 4.48,
+the .venv-hf48 one, which runs on the same Debian PyTorch 1.13 through
+tests/reference/torch_compat.py). Each "build" adds its families' cases to
+DIR/manifest.json.
 
 For each case (family x size) and head (Model, ForMaskedLM,
 ForSequenceClassification, ForTokenClassification) it writes
@@ -27,7 +33,8 @@ directories) on the ids "tokenize" gave for the first sentences of the file.
 from the real GPT-2 vocab.json + merges.txt as roberta-base's is laid out:
 <s> <pad> </s> <unk> at ids 0-3, GPT-2's byte-level BPE after them, <mask>
 last, RobertaProcessing; with --roberta-text-ids the case "roberta-text"
-does for a RoBERTa of that vocabulary what "xlmr-text" does.
+does for a RoBERTa of that vocabulary what "xlmr-text" does (with
+--families modernbert, "modernbert-text" for a ModernBERT of it).
 The small cases' masked-LM model is also saved sharded (max_shard_size
 200KB) as <Head>-sharded/. DIR/manifest.json lists the cases."""
 import argparse
@@ -42,12 +49,24 @@ HEADS = ["Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassific
 NUM_LABELS = {"ForSequenceClassification": 3, "ForTokenClassification": 5}
 
 
-PREFIX = {"roberta": "Roberta", "xlm-roberta": "XLMRoberta", "distilbert": "DistilBert"}
-PAD = {"roberta": 1, "xlm-roberta": 1, "distilbert": 0}
+PREFIX = {"roberta": "Roberta", "xlm-roberta": "XLMRoberta", "distilbert": "DistilBert", "modernbert": "ModernBert"}
+PAD = {"roberta": 1, "xlm-roberta": 1, "distilbert": 0, "modernbert": 0}
 
 
-def config_for(family, vocab, hidden, layers, heads, ffn, positions):
+def config_for(family, vocab, hidden, layers, heads, ffn, positions, **extra):
     import transformers
+    if family == "modernbert":
+        # the padded eager path (transformers' flash-attention path unpads; the same numbers at real
+        # positions); special ids inside the small vocabularies: [CLS] 2, [SEP] 3, [PAD] 0 as
+        # synthetic_inputs lays them out, unless the caller gives RoBERTa's layout
+        ids = {"pad_token_id": 0, "bos_token_id": 2, "cls_token_id": 2, "eos_token_id": 3, "sep_token_id": 3}
+        ids.update({k: v for k, v in extra.items() if k.endswith("_token_id")})
+        # initializer_range 0.1 (transformers' 0.02 leaves attention near uniform): rotary and the window matter
+        rest = {"initializer_range": 0.1, **{k: v for k, v in extra.items() if not k.endswith("_token_id")}}
+        return transformers.ModernBertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+                                             num_attention_heads=heads, intermediate_size=ffn,
+                                             max_position_embeddings=positions, attn_implementation="eager",
+                                             reference_compile=False, **ids, **rest)
     if family == "distilbert":
         return transformers.DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads,
                                              hidden_dim=ffn, max_position_embeddings=positions, dropout=0.0,
@@ -156,7 +175,7 @@ def roberta_tokenizer(a):
     tok.save(a.out)
 
 
-def text_case(workdir, name, family, text_ids_file, tokenizer_file, seed, cases):
+def text_case(workdir, name, family, text_ids_file, tokenizer_file, seed, cases, **extra):
     import torch
     with open(text_ids_file, encoding="utf-8") as f:
         text = json.load(f)
@@ -166,7 +185,7 @@ def text_case(workdir, name, family, text_ids_file, tokenizer_file, seed, cases)
     for i, e in enumerate(text["ids"]):
         ids[i, :len(e)] = torch.tensor(e)
         mask[i, :len(e)] = 1
-    config = config_for(family, text["vocab_size"], 32, 1, 2, 64, 514)
+    config = config_for(family, text["vocab_size"], 32, 1, 2, 64, 514, **extra)
     run_case(workdir, name, family, config, ids, mask, seed=seed, tokenizer_file=tokenizer_file,
              heads=["Model", "ForSequenceClassification"], grads=False)
     cases.append(name)
@@ -185,13 +204,17 @@ def tokenize(a):
 
 
 def build(a):
+    import family_manifest
+    import torch_compat  # noqa: F401  (before transformers: torch 2 names transformers 4.48 uses)
     import torch
     import transformers
     os.makedirs(a.workdir, exist_ok=True)
     torch.set_num_threads(1)
-    cases = []
+    families = a.families.split(",")
+    manifest = family_manifest.open_manifest(a.workdir, families, heads=HEADS, num_labels=NUM_LABELS)
+    cases = manifest["cases"]
     # two sizes per family: a small one, and one of a realistic layer shape (bert-mini's)
-    for family in ["roberta", "xlm-roberta", "distilbert"]:
+    for family in [f for f in ["roberta", "xlm-roberta", "distilbert"] if f in families]:
         for size, (vocab, hidden, layers, heads, ffn, positions) in {
             "small": (1000, 64, 2, 4, 256, 40),
             "mini": (5000, 256, 4, 4, 1024, 130),
@@ -201,13 +224,33 @@ def build(a):
             ids, mask = synthetic_inputs(vocab, [11, 7, 3], seed=len(cases) + 5, pad=PAD[family])
             run_case(a.workdir, name, family, config, ids, mask, seed=100 + len(cases), sharded=size == "small")
             cases.append(name)
-    if a.text_ids:
+    # ModernBERT: global and local (windowed) layers alternating, each with its own rotary theta;
+    # small: transformers' defaults otherwise (no biases, norms without bias, [CLS] pooling, a
+    # decoder bias); mini: every bias on, mean pooling, local layers on the global theta, no decoder bias
+    modernbert_cases = {
+        "modernbert-small": ((1000, 64, 2, 4, 96, 40), {"global_attn_every_n_layers": 2, "local_attention": 4}),
+        "modernbert-mini": ((5000, 256, 4, 4, 384, 130),
+                            {"global_attn_every_n_layers": 3, "local_attention": 6, "local_rope_theta": None,
+                             "norm_bias": True, "attention_bias": True, "mlp_bias": True, "classifier_bias": True,
+                             "decoder_bias": False, "classifier_pooling": "mean", "hidden_activation": "gelu_new",
+                             "global_rope_theta": 50000.0}),
+    }
+    for name, (shape, extra) in modernbert_cases.items():
+        if "modernbert" not in families:
+            continue
+        config = config_for("modernbert", *shape, **extra)
+        ids, mask = synthetic_inputs(shape[0], [11, 7, 3], seed=len(cases) + 5, pad=PAD["modernbert"])
+        run_case(a.workdir, name, "modernbert", config, ids, mask, seed=100 + len(cases), sharded=name.endswith("small"))
+        cases.append(name)
+    if a.text_ids and "xlm-roberta" in families:
         text_case(a.workdir, "xlmr-text", "xlm-roberta", a.text_ids, a.xlmr_tokenizer, 300, cases)
-    if a.roberta_text_ids:
+    if a.roberta_text_ids and "roberta" in families:
         text_case(a.workdir, "roberta-text", "roberta", a.roberta_text_ids, a.roberta_tokenizer, 301, cases)
-    with open(os.path.join(a.workdir, "manifest.json"), "w") as f:
-        json.dump({"cases": cases, "heads": HEADS, "num_labels": NUM_LABELS,
-                   "transformers": transformers.__version__}, f)
+    if a.roberta_text_ids and "modernbert" in families:  # RoBERTa's layout: <s> 0, <pad> 1, </s> 2
+        text_case(a.workdir, "modernbert-text", "modernbert", a.roberta_text_ids, a.roberta_tokenizer, 302, cases,
+                  pad_token_id=1, bos_token_id=0, cls_token_id=0, eos_token_id=2, sep_token_id=2,
+                  global_attn_every_n_layers=1)
+    family_manifest.save_manifest(a.workdir, manifest)
 
 
 def main():
@@ -219,6 +262,7 @@ def main():
     t.add_argument("--out", required=True)
     b = sub.add_parser("build")
     b.add_argument("--workdir", required=True)
+    b.add_argument("--families", required=True, help="comma-separated: roberta, xlm-roberta, distilbert, modernbert")
     b.add_argument("--text-ids")
     b.add_argument("--xlmr-tokenizer")
     b.add_argument("--roberta-text-ids")
