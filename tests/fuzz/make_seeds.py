@@ -130,6 +130,14 @@ def llama(**fields):
     return json.dumps({k: v for k, v in base.items() if v is not None}, indent=2, sort_keys=True) + "\n"
 
 
+def modernbert(**fields):
+    base = {"model_type": "modernbert", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 3, "num_attention_heads": 4, "max_position_embeddings": 64, "pad_token_id": 0,
+            "bos_token_id": 1, "cls_token_id": 1, "eos_token_id": 2, "sep_token_id": 2}
+    base.update(fields)
+    return json.dumps({k: v for k, v in base.items() if v is not None}, indent=2, sort_keys=True) + "\n"
+
+
 def model_config_seeds():
     write("model_config", "bert", config())
     write("model_config", "no_model_type", config(model_type=None))
@@ -183,6 +191,24 @@ def model_config_seeds():
     write("model_config", "bad_llama_kv", llama(num_key_value_heads=3))
     write("model_config", "bad_llama_odd_head", llama(hidden_size=36, num_attention_heads=4))
     write("model_config", "bad_mistral_window", llama(model_type="mistral", sliding_window=0, num_attention_heads=8))
+    write("model_config", "qwen2", llama(model_type="qwen2", num_key_value_heads=2, tie_word_embeddings=True,
+                                         rope_theta=1000000.0, use_sliding_window=False, sliding_window=None,
+                                         max_window_layers=28, rope_scaling={"rope_type": "default"}))
+    write("model_config", "bad_qwen2_window", llama(model_type="qwen2", use_sliding_window=True, sliding_window=8))
+    write("model_config", "modernbert", modernbert(global_attn_every_n_layers=2, local_attention=8))
+    write("model_config", "modernbert_hf", modernbert(
+        architectures=["ModernBertForMaskedLM"], attention_bias=False, attention_dropout=0.0, classifier_activation="gelu",
+        classifier_bias=False, classifier_dropout=0.0, classifier_pooling="cls", decoder_bias=True,
+        deterministic_flash_attn=False, embedding_dropout=0.0, global_attn_every_n_layers=3,
+        global_rope_theta=160000.0, hidden_activation="gelu", initializer_cutoff_factor=2.0, initializer_range=0.02,
+        local_attention=128, local_rope_theta=10000.0, mlp_bias=False, mlp_dropout=0.0, norm_bias=False,
+        norm_eps=1e-5, reference_compile=None, repad_logits_with_grad=False, sparse_pred_ignore_index=-100,
+        sparse_prediction=False, torch_dtype="float32", transformers_version="4.48.3"))
+    write("model_config", "modernbert_biased", modernbert(norm_bias=True, attention_bias=True, mlp_bias=True,
+                                                          classifier_pooling="mean", local_rope_theta=None))
+    write("model_config", "bad_modernbert_pooling", modernbert(classifier_pooling="max"))
+    write("model_config", "bad_modernbert_every", modernbert(global_attn_every_n_layers=0))
+    write("model_config", "bad_modernbert_cls", modernbert(cls_token_id=1000))
 
 
 def bert_config_seeds():
