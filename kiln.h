@@ -42,11 +42,13 @@
 #include "kiln/nn/layers.h"
 #include "kiln/nn/rotary.h"
 #include "kiln/nn/containers.h"
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/models/bert_config.h"
+#include "kiln/nn/bert_config.h"  // forwards to nn/models/bert_config.h
 #include "kiln/nn/model_config.h"
 #include "kiln/nn/model_size.h"
 #include "kiln/nn/heads.h"
-#include "kiln/nn/bert.h"
+#include "kiln/nn/models/bert.h"
+#include "kiln/nn/bert.h"  // forwards to nn/models/bert.h
 #include "kiln/nn/models/roberta.h"
 #include "kiln/nn/models/distilbert.h"
 #include "kiln/nn/models/modernbert.h"

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "nn/auto.h"
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "ops/ops.h"
 
 namespace kiln::onnx_export {

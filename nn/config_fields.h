@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "nn/bert_config.h"
+#include "nn/models/bert_config.h"
 #include "nn/model_size.h"
 
 namespace kiln::config_fields {

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kiln/nn/bert.h"
+#include "kiln/nn/models/bert.h"
 #include "kiln/nn/model_config.h"
 #include "kiln/nn/module.h"
 #include "kiln/nn/weight_files.h"

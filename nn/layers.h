@@ -8,7 +8,7 @@
 // Defaults are torch.nn's: Linear weight and bias U(-1/sqrt(in), 1/sqrt(in))
 // (kaiming_uniform with a = sqrt(5)), Embedding N(0, 1), LayerNorm eps 1e-5.
 // A model with its own scheme says so where it builds its layers: BERT
-// (nn/bert.cpp) passes initializer_range (N(0, 0.02) weights, zero biases)
+// (nn/models/bert.cpp) passes initializer_range (N(0, 0.02) weights, zero biases)
 // and its config's layer_norm_eps (1e-12).
 //
 // Each is called as m(x), the same as m.forward(x) (Note [Module call],

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/models/bert_config.h"
 
 namespace kiln {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/models/bert_config.h"
 #include "kiln/nn/heads.h"
 #include "kiln/nn/hf_checkpoint.h"
 #include "kiln/nn/model_config.h"

@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/models/bert_config.h"
 #include "kiln/nn/model_config.h"
 
 namespace kiln {

@@ -81,7 +81,7 @@ class Module {
 //   };
 //   Tensor y = (*block)(x);  // = block->forward(x)
 //
-// Every module kiln ships (nn/layers.h, nn/containers.h, nn/bert.h) does.
+// Every module kiln ships (nn/layers.h, nn/containers.h, nn/models/) does.
 template <typename Derived>
 class Callable {
  public:

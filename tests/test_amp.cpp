@@ -13,7 +13,7 @@
 
 #include "cuda/cuda.h"
 #include "kiln.h"
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "optim/optim.h"
 #include "cuda_test_util.h"
 #include "test_util.h"

@@ -14,8 +14,8 @@
 #include "core/error.h"
 #include "core/json_util.h"
 #include "hostile_util.h"
-#include "nn/bert.h"
-#include "nn/bert_config.h"
+#include "nn/models/bert.h"
+#include "nn/models/bert_config.h"
 #include "nn/model_size.h"
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "kiln.h"
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "nn/hf_checkpoint.h"
 
 namespace kiln {

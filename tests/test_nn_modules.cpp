@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "nn/containers.h"
 #include "nn/layers.h"
 #include "test_util.h"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "nn/layers.h"
 #include "optim/optim.h"
 #include "test_util.h"

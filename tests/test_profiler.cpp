@@ -16,7 +16,7 @@
 #include "core/memory/caching_allocator.h"
 #include "cuda_test_util.h"
 #include "kiln.h"
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "test_util.h"
 
 namespace kiln {

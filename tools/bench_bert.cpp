@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "kiln.h"
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "tools/bench.h"
 
 namespace kiln::tools {

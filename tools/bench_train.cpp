@@ -32,7 +32,7 @@
 #include "cuda/cuda.h"
 #include "data/pretraining.h"
 #include "kiln.h"
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "optim/optim.h"
 #include "tools/bench.h"
 

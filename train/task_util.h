@@ -18,7 +18,7 @@
 #include "kiln/data/dataset.h"
 #include "kiln/dist/process_group.h"
 #include "kiln/data/tokenizer/text_tokenizer.h"
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/models/bert_config.h"
 #include "kiln/nn/model_config.h"
 #include "kiln/nn/module.h"
 

@@ -64,7 +64,7 @@
 #include "kiln/data/sampler.h"
 #include "kiln/dist/process_group.h"
 #include "kiln/core/error.h"
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/models/bert_config.h"
 #include "kiln/nn/model_config.h"
 #include "kiln/nn/module.h"
 

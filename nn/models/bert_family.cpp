@@ -1,7 +1,7 @@
 // BERT as a model family (nn/model_family.h): its modules are nn/bert.h, its
 // config nn/bert_config.h; here its weight-name map and builders, and what
 // the BERT-schema families share (nn/models/bert_schema.h).
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "nn/model_family.h"
 #include "nn/models/bert_schema.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "nn/bert_config.h"
+#include "nn/models/bert_config.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/model_config.h"
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "ops/fused.h"
 
 namespace kiln::nn {

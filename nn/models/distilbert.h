@@ -14,7 +14,7 @@
 // num_attention_heads, num_hidden_layers are read as dim, n_heads and
 // n_layers when those are absent); the rest take transformers' defaults;
 // unknown keys are kept verbatim in `extra` and written back. The errors and
-// bounds are BertConfig's (nn/bert_config.h).
+// bounds are BertConfig's (nn/models/bert_config.h).
 #pragma once
 
 #include <map>
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/models/bert_config.h"
 #include "kiln/nn/containers.h"
 #include "kiln/nn/heads.h"
 #include "kiln/nn/layers.h"

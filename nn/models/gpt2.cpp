@@ -6,7 +6,7 @@
 #include <tuple>
 #include <vector>
 
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "ops/fused.h"
 
 namespace kiln::nn {

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "nn/rotary.h"
 #include "ops/fused.h"
 

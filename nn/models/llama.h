@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/models/bert_config.h"
 #include "kiln/nn/containers.h"
 #include "kiln/nn/generation.h"
 #include "kiln/nn/heads.h"

@@ -6,7 +6,7 @@
 #include <limits>
 #include <tuple>
 
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "nn/rotary.h"
 #include "ops/fused.h"
 

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/nn/bert_config.h"
+#include "kiln/nn/models/bert_config.h"
 #include "kiln/nn/containers.h"
 #include "kiln/nn/heads.h"
 #include "kiln/nn/layers.h"

@@ -17,7 +17,7 @@
 
 #include <memory>
 
-#include "kiln/nn/bert.h"
+#include "kiln/nn/models/bert.h"
 #include "kiln/nn/heads.h"
 
 namespace kiln::nn {

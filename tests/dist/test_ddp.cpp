@@ -14,7 +14,7 @@
 #include "data/sampler.h"
 #include "cuda/cuda.h"
 #include "dist/ddp.h"
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 #include "optim/adamw.h"
 #include "tests/dist/dist_test_util.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "nn/bert_config.h"
+#include "nn/models/bert_config.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // BERT forward passes. Shapes: B batch, T sequence, C hidden, NH heads,
 // HS head size, V vocabulary.
-#include "nn/bert.h"
+#include "nn/models/bert.h"
 
 #include <cmath>
 #include <limits>

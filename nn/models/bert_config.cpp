@@ -1,4 +1,4 @@
-#include "nn/bert_config.h"
+#include "nn/models/bert_config.h"
 
 #include <algorithm>
 #include <cmath>
