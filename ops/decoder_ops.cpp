@@ -51,13 +51,19 @@ struct GatedName {
 };
 // The one table of gated_activation's names (gated_activation_names(),
 // gated_activation_canonical(); the ONNX exporter lowers by the latter).
+// transformers' spellings as BertConfig maps them (nn/bert_config.cpp):
+// gelu_python is the exact erf form; gelu_new, gelu_pytorch_tanh and
+// gelu_fast are the tanh approximation (gelu_fast writes the same formula
+// as x * 0.7978845608 * (1 + 0.044715 x^2)).
 constexpr GatedName kGatedActivations[] = {
     {"silu", GatedAct::Silu, "silu"},
     {"swish", GatedAct::Silu, "silu"},
     {"gelu", GatedAct::Gelu, "gelu"},
+    {"gelu_python", GatedAct::Gelu, "gelu"},
     {"gelu_tanh", GatedAct::GeluTanh, "gelu_tanh"},
     {"gelu_pytorch_tanh", GatedAct::GeluTanh, "gelu_tanh"},
     {"gelu_new", GatedAct::GeluTanh, "gelu_tanh"},
+    {"gelu_fast", GatedAct::GeluTanh, "gelu_tanh"},
 };
 
 const GatedName& gated_entry(const std::string& name) {

@@ -40,9 +40,9 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, i
 // (the two halves of a fused (..., 2I) projection read in place) -> a's
 // shape, contiguous. activation (gated_activation_names()):
 //   "silu", "swish"                       a * sigmoid(a)         (SwiGLU, Llama)
-//   "gelu"                                gelu(a), the exact erf (GeGLU, ModernBERT)
+//   "gelu", "gelu_python"                 gelu(a), the exact erf (GeGLU, ModernBERT)
 //   "gelu_tanh", "gelu_pytorch_tanh",     gelu(a, "tanh")
-//   "gelu_new"
+//   "gelu_new", "gelu_fast"
 // The same scalar formulas as sigmoid and gelu (core/activation_math.h).
 // Backward: da = dy * b * act'(a), db = dy * act(a).
 Tensor gated_activation(const Tensor& a, const Tensor& b, const std::string& activation);

@@ -38,10 +38,15 @@ Tensor rotary_composite(const Tensor& x, const Tensor& cos, const Tensor& sin, i
   return add(mul(x4, c), mul(half, s)).reshape({B, T, heads * D});
 }
 
+// transformers' names for each activation, written out here (not read from
+// the op's table): a name the op accepts that is not listed fails the test.
 Tensor gated_composite(const Tensor& a, const Tensor& b, const std::string& act) {
   if (act == "silu" || act == "swish") return mul(mul(a, sigmoid(a)), b);
-  if (act == "gelu") return mul(gelu(a), b);
-  return mul(gelu(a, "tanh"), b);
+  if (act == "gelu" || act == "gelu_python") return mul(gelu(a), b);
+  if (act == "gelu_tanh" || act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_fast")
+    return mul(gelu(a, "tanh"), b);
+  ADD_FAILURE() << "no composite for activation '" << act << "'";
+  return Tensor();
 }
 
 double tol_for(DType dt) {
@@ -225,6 +230,14 @@ TEST(DecoderOps, GatedActivationAliasesAndEmpty) {
   EXPECT_TRUE(bitwise_equal(gated_activation(a, b, "swish"), gated_activation(a, b, "silu")));
   EXPECT_TRUE(bitwise_equal(gated_activation(a, b, "gelu_pytorch_tanh"), gated_activation(a, b, "gelu_tanh")));
   EXPECT_TRUE(bitwise_equal(gated_activation(a, b, "gelu_new"), gated_activation(a, b, "gelu_tanh")));
+  EXPECT_TRUE(bitwise_equal(gated_activation(a, b, "gelu_fast"), gated_activation(a, b, "gelu_tanh")));
+  EXPECT_TRUE(bitwise_equal(gated_activation(a, b, "gelu_python"), gated_activation(a, b, "gelu")));
+  EXPECT_EQ(gated_activation_names().size(), 8u);
+  for (const std::string& n : gated_activation_names()) {
+    const std::string& c = gated_activation_canonical(n);
+    EXPECT_TRUE(c == "silu" || c == "gelu" || c == "gelu_tanh") << n << " -> " << c;
+  }
+  EXPECT_KILN_ERROR(gated_activation_canonical("relu"), "unknown activation 'relu'");
   EXPECT_FALSE(bitwise_equal(gated_activation(a, b, "gelu"), gated_activation(a, b, "gelu_tanh")));
   Tensor e = rnd({0, 6}, 67).requires_grad_(), f = rnd({0, 6}, 68).requires_grad_();
   Tensor y = gated_activation(e, f, "silu");
