@@ -2,8 +2,9 @@
 // twins (core/cpu/decoder_kernels.cpp), through the public ops forward and
 // backward: rms_norm (with and without a weight), rotary_embedding (strided
 // x, T = 1) and gated_activation (each activation; the halves of one
-// projection), in float64, float32, bfloat16 and float16. Skipped without a
-// GPU; on the emulated device (KILN_CUDA=EMU) they run in CI.
+// projection), in float64, float32, bfloat16 and float16; operands on two
+// devices are an error naming the op. Skipped without a GPU; on the emulated
+// device (KILN_CUDA=EMU) they run in CI.
 #include <functional>
 #include <string>
 
@@ -100,6 +101,16 @@ TEST(CudaDecoderOps, GatedActivationMatchesTheCpu) {
           [&](const TensorList& x, Device) { return gated_activation(narrow(x[0], 1, 0, 129), narrow(x[0], 1, 129, 129), a); },
           {random_cpu({4, 258}, dt, ++seed, -4, 4)}, {4, 129}, dt, ++seed, "gated_activation halves");
     }
+}
+
+TEST(CudaDecoderOps, MixedDevicesAreOneErrorNamingTheOp) {
+  KILN_REQUIRE_CUDA();
+  const Tensor x = random_cpu({2, 3, 8}, DType::Float32, 1200);
+  const Tensor xg = x.to(kGpu), t = random_cpu({3, 4}, DType::Float32, 1201);
+  EXPECT_KILN_ERROR(rms_norm(xg, random_cpu({8}, DType::Float32, 1202), 1e-6), "rms_norm", "same device");
+  EXPECT_KILN_ERROR(rotary_embedding(xg, t, t.to(kGpu), 2), "rotary_embedding", "same device");
+  EXPECT_KILN_ERROR(rotary_embedding(xg, t.to(kGpu), t, 2), "rotary_embedding", "same device");
+  EXPECT_KILN_ERROR(gated_activation(xg, x, "silu"), "gated_activation", "same device");
 }
 
 }  // namespace
