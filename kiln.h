@@ -32,6 +32,7 @@
 #include "kiln/ops/multi_tensor.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/fused.h"
+#include "kiln/ops/decoder_ops.h"
 
 // CUDA: streams, memory, copies (every call a clear error without the CUDA backend)
 #include "kiln/cuda/stream.h"

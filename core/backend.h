@@ -38,6 +38,10 @@ enum class BinaryOp : uint8_t {
 
 bool is_comparison(BinaryOp op);
 
+// The activation of a gated unit (gated_activation, ops/decoder_ops.h):
+// silu (SwiGLU), gelu with the exact erf (GeGLU), gelu's tanh approximation.
+enum class GatedAct : uint8_t { Silu, Gelu, GeluTanh };
+
 enum class ReduceOp : uint8_t { Sum, Max, Min, Argmax };
 
 // How an index range check names what it checks, for its error message
@@ -91,6 +95,35 @@ class Backend {
   virtual void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                                    const Tensor& dy, const Tensor& x, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& weight) = 0;
+
+  // The decoder ops (ops/decoder_ops.h; CPU bodies in core/cpu/decoder_kernels.cpp,
+  // CUDA in cuda/decoder_kernels.cu).
+  // RMS norm over the last dim: x (R, C) contiguous, R, C > 0; weight (C)
+  // contiguous of x's dtype, or undefined; y (R, C) contiguous of x's dtype;
+  // rstd (R) float32 (float64 for float64 x). In the accumulation type A:
+  //   rstd = 1 / sqrt(sum_c x^2 / C + eps),  y = T(T(x * rstd) * w)
+  // (the normalised value rounded to x's dtype T before the weight, as
+  // transformers' LlamaRMSNorm does; a no-op rounding for float32/float64).
+  virtual void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight, double eps) = 0;
+  // dx (R, C) overwritten; dweight (C) overwritten when defined: with
+  // xh = T(x * rstd) and g = dy * w (dy alone without a weight)
+  //   dx = rstd * (g - xh * sum_c(g * xh) / C),  dweight = sum_r dy * xh,
+  // the column sums over fixed blocks of 64 rows added in block order.
+  virtual void rms_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy, const Tensor& x,
+                                 const Tensor& rstd, const Tensor& weight) = 0;
+  // Rotary position embedding of x (B, T, heads * D), any strides; cos, sin
+  // (T, D) contiguous of x's dtype; y (B, T, heads * D) contiguous. Per head,
+  // with halves x1 = x[:D/2], x2 = x[D/2:] and c1, c2, s1, s2 likewise:
+  //   forward:   y1 = x1 c1 - x2 s1,  y2 = x2 c2 + x1 s2
+  //   transpose: y1 = x1 c1 + x2 s2,  y2 = x2 c2 - x1 s1   (the backward: x = dy)
+  virtual void rotary_embedding(const Tensor& y, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                                int64_t heads, bool transpose) = 0;
+  // out = act(a) * b elementwise; a, b any strides, out contiguous, one shape
+  // and floating dtype.
+  virtual void gated_activation(const Tensor& out, const Tensor& a, const Tensor& b, GatedAct act) = 0;
+  // da = dy * b * act'(a), db = dy * act(a); da, db contiguous, dy, a, b any strides.
+  virtual void gated_activation_backward(const Tensor& da, const Tensor& db, const Tensor& dy, const Tensor& a,
+                                         const Tensor& b, GatedAct act) = 0;
 
   // logits (N, C) contiguous, target (N) int64. loss (N) per-row loss
   // (0 where target == ignore_index), lse (N) logsumexp saved for backward.

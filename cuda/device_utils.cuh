@@ -101,6 +101,12 @@ __device__ __forceinline__ float m_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double m_pow(double a, double b) { return pow(a, b); }
 __device__ __forceinline__ float m_abs(float x) { return fabsf(x); }
 __device__ __forceinline__ double m_abs(double x) { return fabs(x); }
+// The math policy of the shared activation formulas (core/activation_math.h).
+struct DeviceMath {
+  template <typename A> __device__ static A exp(A x) { return m_exp(x); }
+  template <typename A> __device__ static A erf(A x) { return m_erf(x); }
+  template <typename A> __device__ static A tanh(A x) { return m_tanh(x); }
+};
 
 // ---- launch helpers ------------------------------------------------------------
 inline constexpr int kThreads = 256;

@@ -1,14 +1,11 @@
 // CUDA binary elementwise ops and comparisons. CPU twin: binary() in
 // core/cpu/elementwise.cpp (same NaN rule for maximum/minimum: a NaN in
 // either operand wins; integer division by zero gives 0).
+#include "core/activation_math.h"
 #include "cuda/device_utils.cuh"
 
 namespace kiln::cuda::kernels {
 namespace {
-
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
 
 template <BinaryOp OP, typename A>
 __device__ __forceinline__ A binary_math(A a, A b) {
@@ -33,13 +30,9 @@ __device__ __forceinline__ A binary_math(A a, A b) {
   } else if constexpr (OP == BinaryOp::ReluBackward) {
     return a > A(0) ? b : A(0);
   } else if constexpr (OP == BinaryOp::GeluBackward) {
-    const A cdf = A(0.5) * (A(1) + m_erf(a * A(kSqrt1_2)));
-    const A pdf = A(kInvSqrt2Pi) * m_exp(A(-0.5) * a * a);
-    return b * (cdf + a * pdf);
+    return b * act::gelu_grad<DeviceMath>(a);
   } else if constexpr (OP == BinaryOp::GeluTanhBackward) {
-    const A k = A(kSqrt2OverPi), c = A(0.044715);
-    const A t = m_tanh(k * (a + c * a * a * a));
-    return b * (A(0.5) * (A(1) + t) + A(0.5) * a * (A(1) - t * t) * k * (A(1) + A(3) * c * a * a));
+    return b * act::gelu_tanh_grad<DeviceMath>(a);
   } else if constexpr (OP == BinaryOp::TanhBackward) {
     return b * (A(1) - a * a);
   } else if constexpr (OP == BinaryOp::SigmoidBackward) {

@@ -3,13 +3,11 @@
 // library's exp/log/tanh/erf (correctly rounded or within 2 ulp); the CPU
 // uses its own vectorisable float32 exp/tanh/erf (core/cpu/vec_math.h, erf
 // within 6e-7), so float32 results agree to about 1e-6, not bit for bit.
+#include "core/activation_math.h"
 #include "cuda/device_utils.cuh"
 
 namespace kiln::cuda::kernels {
 namespace {
-
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
 
 template <UnaryOp OP, typename A>
 __device__ __forceinline__ A unary_math(A x) {
@@ -22,10 +20,9 @@ __device__ __forceinline__ A unary_math(A x) {
   else if constexpr (OP == UnaryOp::Rsqrt) return A(1) / m_sqrt(x);
   else if constexpr (OP == UnaryOp::Tanh) return m_tanh(x);
   else if constexpr (OP == UnaryOp::Erf) return m_erf(x);
-  else if constexpr (OP == UnaryOp::Sigmoid) return A(1) / (A(1) + m_exp(-x));
-  else if constexpr (OP == UnaryOp::Gelu) return A(0.5) * x * (A(1) + m_erf(x * A(kSqrt1_2)));
-  else if constexpr (OP == UnaryOp::GeluTanh)
-    return A(0.5) * x * (A(1) + m_tanh(A(kSqrt2OverPi) * (x + A(0.044715) * x * x * x)));
+  else if constexpr (OP == UnaryOp::Sigmoid) return act::sigmoid<DeviceMath>(x);
+  else if constexpr (OP == UnaryOp::Gelu) return act::gelu<DeviceMath>(x);
+  else if constexpr (OP == UnaryOp::GeluTanh) return act::gelu_tanh<DeviceMath>(x);
   else return x;  // not reached: the host switch below picks the op
 }
 

@@ -3,44 +3,17 @@
 // core/cpu/nn_kernels.cpp (same formulas, same saved statistics).
 //
 // One block per row; each thread walks the row with a block-sized stride and
-// the block combines per-thread partials in a fixed tree (block_all_reduce),
+// the block combines per-thread partials in a fixed tree (block_all_reduce,
+// cuda/row_kernels.cuh, shared with cuda/decoder_kernels.cu),
 // so results are reproducible run to run. The layer-norm weight and bias
 // gradients are column sums taken, as on the CPU, over fixed blocks of rows
 // whose partials are then added in block order: no atomics.
 #include <limits>
 
-#include "cuda/device_utils.cuh"
+#include "cuda/row_kernels.cuh"
 
 namespace kiln::cuda::kernels {
 namespace {
-
-struct SumOp {
-  template <typename A> __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
-};
-struct MaxOp {  // std::max(a, b) of the CPU twin: b only when a < b
-  template <typename A> __device__ __forceinline__ A operator()(A a, A b) const { return a < b ? b : a; }
-};
-
-// All threads of the block get op over every thread's v (fixed order).
-template <typename A, typename Op>
-__device__ A block_all_reduce(A v, Op op) {
-  __shared__ A shm[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if (lane == 0) shm[warp] = v;
-  __syncthreads();
-  A r = shm[0];
-  for (int w = 1; w < warps; ++w) r = op(r, shm[w]);
-  __syncthreads();  // shm may be reused by the next call
-  return r;
-}
-
-int threads_for(int64_t C) {
-  int t = 32;
-  while (t < 512 && t * 4 < C) t *= 2;
-  return t;
-}
 
 template <typename T>
 __global__ void softmax_kernel(T* y, const T* x, int64_t C, bool log) {
@@ -236,15 +209,6 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* dloss, const 
     const A p = m_exp(to_acc(logits[i]) - to_acc(lse[n]));
     dlogits[i] = from_acc<T>(to_acc(dloss[n]) * (p - off - (c == t ? A(1) - eps : A(0))));
   }
-}
-
-template <typename T>
-const T* opt_ptr(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr; }
-template <typename T>
-T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
-
-void check_rows(int64_t R) {
-  KILN_CHECK(R < (int64_t{1} << 31), "CUDA row kernels take at most 2^31-1 rows, got ", R);
 }
 
 }  // namespace

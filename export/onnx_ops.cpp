@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "export/onnx_writer.h"
+#include "ops/decoder_ops.h"
 
 namespace kiln::onnx_export {
 namespace {
@@ -180,6 +181,51 @@ void layer_norm(Ctx& c) {
     c.emit_out(0, "Add", {y, in_as_out(c, 2)});
   else
     c.emit_out(0, "Identity", {y});
+}
+
+// rms_norm (ops/decoder_ops.h): the statistic in float32 (float64 for float64
+// x), the normalised value cast back to x's dtype, then the weight's product
+// in the output's dtype.
+void rms_norm(Ctx& c) {
+  const DType xt = c.in_dtype(0), t = c.out_dtype(0);
+  const DType st = xt == DType::Float64 ? DType::Float64 : DType::Float32;
+  const std::string x = c.cast(c.in(0), xt, st), ms = c.fresh();
+  reduce_attr_axes(c, "ReduceMean", c.emit1("Mul", {x, x}), {-1}, true, ms);
+  const std::string rs = c.emit1("Reciprocal", {c.emit1("Sqrt", {c.emit1("Add", {ms, c.const_scalar(c.f("eps"), st)})})});
+  const std::string normed = c.cast(c.cast(c.emit1("Mul", {x, rs}), st, xt), xt, t);
+  if (c.has_input(1))
+    c.emit_out(0, "Mul", {in_as_out(c, 1), normed});
+  else
+    c.emit_out(0, "Identity", {normed});
+}
+
+// rotary_embedding (ops/decoder_ops.h): x (B, T, heads * D) as (B, T, heads, D),
+// y = x * cos + cat(-x2, x1) * sin with cos, sin (T, D) broadcast as (1, T, 1, D).
+void rotary(Ctx& c) {
+  const int64_t heads = c.i("heads"), D = c.in_shape(1).back(), h = D / 2;
+  const std::string x = c.emit1("Reshape", {in_as_out(c, 0), c.const_ints({0, 0, heads, D})});
+  auto half = [&](int64_t lo, int64_t hi) {
+    return c.emit1("Slice", {x, c.const_ints({lo}), c.const_ints({hi}), c.const_ints({3})});
+  };
+  const std::string rot = c.emit1("Concat", {c.emit1("Neg", {half(h, D)}), half(0, h)}, {{"axis", int64_t{3}}});
+  auto table = [&](size_t i) { return c.emit1("Unsqueeze", {in_as_out(c, i), c.const_ints({0, 2})}); };
+  const std::string y = c.emit1("Add", {c.emit1("Mul", {x, table(1)}), c.emit1("Mul", {rot, table(2)})});
+  c.emit_out(0, "Reshape", {y, c.const_ints({0, 0, heads * D})});
+}
+
+// gated_activation (ops/decoder_ops.h): act(a) * b, act by its canonical name.
+void gated(Ctx& c) {
+  const std::string& act = gated_activation_canonical(c.s("activation"));
+  const DType t = c.out_dtype(0);
+  const std::string a = in_as_out(c, 0);
+  std::string y;
+  if (act == "silu") {
+    y = c.emit1("Mul", {a, c.emit1("Sigmoid", {a})});
+  } else {
+    y = c.fresh();
+    gelu_into(c, a, t, act == "gelu" ? "none" : "tanh", y);
+  }
+  c.emit_out(0, "Mul", {y, in_as_out(c, 1)});
 }
 
 // split / chunk: one Split into every output, sizes from the traced outputs.
@@ -431,6 +477,10 @@ const std::map<std::string, OpExporter> kTable = {
        c.emit("Split", {c.in(0), c.const_ints({C, C, C})}, {q, k, v}, {{"axis", int64_t{-1}}});
        attention(c, q, k, v, C, 1);
      }},
+    // decoder ops (ops/decoder_ops.h)
+    {"rms_norm", rms_norm},
+    {"rotary_embedding", rotary},
+    {"gated_activation", gated},
 };
 
 const std::map<std::string, std::string> kRefused = {

@@ -22,7 +22,8 @@ const std::vector<PolicyEntry>& policy() {
       {"matmul", OpClass::LowPrecision},      {"linear", OpClass::LowPrecision},
       {"softmax", OpClass::Float32},          {"log_softmax", OpClass::Float32},
       {"scaled_masked_softmax", OpClass::Float32},
-      {"layer_norm", OpClass::Float32},       {"cross_entropy", OpClass::Float32},
+      {"layer_norm", OpClass::Float32},       {"rms_norm", OpClass::Float32},
+      {"cross_entropy", OpClass::Float32},
       {"sum", OpClass::Float32},              {"mean", OpClass::Float32},
       {"mse_loss", OpClass::Float32},         {"binary_cross_entropy_with_logits", OpClass::Float32},
   };

@@ -22,6 +22,7 @@
 //   softmax         Float32        exp and a row sum: range and accumulation.
 //   log_softmax     Float32        as softmax.
 //   layer_norm      Float32        mean/variance statistics.
+//   rms_norm        Float32        the mean-square statistic (as layer_norm).
 //   cross_entropy   Float32        the loss (log-sum-exp); kiln's only loss op.
 //   sum, mean       Float32        reductions (var builds on them).
 //

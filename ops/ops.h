@@ -19,6 +19,8 @@
 //   softmax_dtype.cpp   softmax log_softmax with an output dtype
 //   fused.cpp       multi_head_attention(_qkv) linear_fused linear_gelu dropout_add (ops/fused.h:
 //                   each equals a composition of the ops above; used by nn/models/)
+//   decoder_ops.cpp rms_norm rotary_embedding gated_activation (ops/decoder_ops.h:
+//                   each equals a composition of the ops above; Llama-style decoders, ModernBERT)
 //   multi_tensor.cpp    multi_tensor_adamw_ multi_tensor_lamb_ multi_tensor_norm
 //                       multi_tensor_all_finite (ops/multi_tensor.h, included here)
 // Shapes use B batch, T sequence, C channels, V vocabulary.

@@ -14,7 +14,7 @@ endif()
 if(KILN_CUDA_EMU)
   add_test(NAME emu_shuffled_kernels
            COMMAND kiln_tests --gtest_brief=1
-                   --gtest_filter=CudaKernels*:CudaGatherScan*:CudaIndex*:CudaLazyIndexCheck*:CudaOps*:CudaFused*:DeviceStaging*)
+                   --gtest_filter=CudaKernels*:CudaGatherScan*:CudaIndex*:CudaLazyIndexCheck*:CudaOps*:CudaFused*:CudaDecoderOps*:DeviceStaging*)
   set_tests_properties(emu_shuffled_kernels PROPERTIES TIMEOUT 900
                        ENVIRONMENT "KILN_EMU_SCHEDULE=shuffle:7;KILN_EMU_STREAMS=random:7")
 endif()

@@ -43,6 +43,7 @@ std::map<std::string, std::function<Tensor(DType)>> policy_probes(Device device 
       {"scaled_masked_softmax", [=](DType dt) { return scaled_masked_softmax(in({2, 3, 4}, 14, dt), 0.5, in({2, 1, 4}, 15, dt)); }},
       {"log_softmax", [=](DType dt) { return log_softmax(in({3, 4}, 7, dt), -1); }},
       {"layer_norm", [=](DType dt) { return layer_norm(in({3, 4}, 8, dt), {4}, in({4}, 9, dt), in({4}, 10, dt)); }},
+      {"rms_norm", [=](DType dt) { return rms_norm(in({3, 4}, 20, dt), in({4}, 21, dt), 1e-6); }},
       {"cross_entropy",
        [=](DType dt) { return cross_entropy(in({3, 4}, 11, dt), tensor_from({0, 3, 1}, {3}, DType::Int64).to(device)); }},
       {"sum", [=](DType dt) { return sum(in({3, 4}, 12, dt), {1}); }},

@@ -10,6 +10,7 @@
 
 #include "export/bert_export.h"
 #include "export/tracer.h"
+#include "ops/decoder_ops.h"
 #include "ops/op_registry.h"
 #include "test_util.h"
 #include "train/task_util.h"
@@ -576,6 +577,32 @@ TEST(OnnxExport, OpTableMatchesOnnxRuntime) {
     return std::vector<Tensor>{multi_head_attention(in[0], in[1], mul(in[1], 0.5), 2, Tensor(), 0.0, false, nullptr, true)};
   };
   expect_matches_ort(py, att, dir / "attention.onnx", kMixerShapes);
+  fs::remove_all(dir);
+}
+
+// The decoder ops (ops/decoder_ops.h) lowered to standard ONNX ops: RMS norm
+// with a weight, rotary embedding with (tokens, D) tables as inputs, and the
+// three gated activations on the halves of one projection.
+TEST(OnnxExport, DecoderOpsMatchOnnxRuntime) {
+  REQUIRE_ORT();
+  ExportSpec spec;
+  spec.inputs = {{"x", {{0, "batch"}, {1, "tokens"}}}, {"cos", {{0, "tokens"}}}, {"sin", {{0, "tokens"}}}};
+  spec.outputs = {"normed", "normed_plain", "rotated", "swiglu", "geglu", "geglu_tanh"};
+  spec.example_inputs = [](const AxisSizes& s) {
+    const int64_t T = s.at("tokens");
+    return std::vector<Tensor>{randn({s.at("batch"), T, 8}), randn({T, 4}), randn({T, 4})};
+  };
+  manual_seed(6);
+  const Tensor w = randn({8});
+  spec.forward = [w](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    const Tensor a = narrow(x, 2, 0, 4), b = narrow(x, 2, 4, 4);
+    return std::vector<Tensor>{rms_norm(x, w, 1e-6), rms_norm(x, Tensor(), 1e-5), rotary_embedding(x, in[1], in[2], 2),
+                               gated_activation(a, b, "silu"), gated_activation(a, b, "gelu"),
+                               gated_activation(a, b, "gelu_pytorch_tanh")};
+  };
+  const fs::path dir = fresh_dir("onnx", "decoder_ops");
+  expect_matches_ort(py, spec, dir / "decoder_ops.onnx", kMixerShapes);
   fs::remove_all(dir);
 }
 

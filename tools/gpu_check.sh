@@ -299,7 +299,7 @@ if [ -n "$BIN" ] && part2; then
   CS=$(command -v compute-sanitizer || echo "$CUDA_HOME/bin/compute-sanitizer")
   if [ -x "$CS" ]; then
     run_step memcheck 200 "no errors" "$CS" --tool memcheck --error-exitcode 99 --leak-check no \
-      "$TESTS" --gtest_filter='CudaKernels.*:CudaTensor.*:CudaCopy.*:CudaOpsEndToEnd.*:CudaFused.*:CudaSdpa.*' \
+      "$TESTS" --gtest_filter='CudaKernels.*:CudaTensor.*:CudaCopy.*:CudaOpsEndToEnd.*:CudaFused.*:CudaDecoderOps.*:CudaSdpa.*' \
       --gtest_brief=1
   else
     record memcheck FAIL 0 "compute-sanitizer not found at $CS"

@@ -35,6 +35,24 @@ class CpuBackend final : public Backend {
                            const Tensor& m, const Tensor& r, const Tensor& w) override {
     cpu::layer_norm_backward(dx, dw, db, dy, x, m, r, w);
   }
+  void rms_norm(const Tensor& y, const Tensor& r, const Tensor& x, const Tensor& w, double eps) override {
+    cpu::rms_norm(y, r, x, w, eps);
+  }
+  void rms_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& r,
+                         const Tensor& w) override {
+    cpu::rms_norm_backward(dx, dw, dy, x, r, w);
+  }
+  void rotary_embedding(const Tensor& y, const Tensor& x, const Tensor& c, const Tensor& s, int64_t heads,
+                        bool transpose) override {
+    cpu::rotary_embedding(y, x, c, s, heads, transpose);
+  }
+  void gated_activation(const Tensor& o, const Tensor& a, const Tensor& b, GatedAct act) override {
+    cpu::gated_activation(o, a, b, act);
+  }
+  void gated_activation_backward(const Tensor& da, const Tensor& db, const Tensor& dy, const Tensor& a,
+                                 const Tensor& b, GatedAct act) override {
+    cpu::gated_activation_backward(da, db, dy, a, b, act);
+  }
   void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& target,
                      int64_t ignore, double smoothing) override {
     cpu::cross_entropy(loss, lse, logits, target, ignore, smoothing);

@@ -55,6 +55,16 @@ void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, 
 void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits,
                             const Tensor& lse, const Tensor& target, int64_t ignore_index, double smoothing);
 
+// decoder_kernels.cpp
+void rms_norm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight, double eps);
+void rms_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy, const Tensor& x, const Tensor& rstd,
+                       const Tensor& weight);
+void rotary_embedding(const Tensor& y, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads,
+                      bool transpose);
+void gated_activation(const Tensor& out, const Tensor& a, const Tensor& b, GatedAct act);
+void gated_activation_backward(const Tensor& da, const Tensor& db, const Tensor& dy, const Tensor& a, const Tensor& b,
+                               GatedAct act);
+
 // index.cpp
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/activation_math.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/vec_math.h"
@@ -57,10 +58,6 @@ template <typename T> using C = compute_t<T>;
 template <typename T>
 inline T from_c(C<T> v) { return static_cast<T>(v); }
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-
 template <typename T>
 void unary_typed(UnaryOp op, const StridedLoop<2>& L) {
   using A = C<T>;
@@ -83,15 +80,11 @@ void unary_typed(UnaryOp op, const StridedLoop<2>& L) {
       case UnaryOp::Rsqrt: return go([](A x) { return A(1) / std::sqrt(x); });
       case UnaryOp::Tanh: return go([](A x) { return vtanh(x); });
       case UnaryOp::Erf: return go([](A x) { return verf(x); });
-      case UnaryOp::Sigmoid: return go([](A x) { return A(1) / (A(1) + vexp(-x)); });
+      case UnaryOp::Sigmoid: return go([](A x) { return act::sigmoid<VecMath>(x); });
       case UnaryOp::Relu: return go([](A x) { return x > A(0) ? x : A(0); });
       case UnaryOp::Abs: return go([](A x) { return std::abs(x); });
-      case UnaryOp::Gelu:
-        return go([](A x) { return A(0.5) * x * (A(1) + verf(x * A(kSqrt1_2))); });
-      case UnaryOp::GeluTanh:
-        return go([](A x) {
-          return A(0.5) * x * (A(1) + vtanh(A(kSqrt2OverPi) * (x + A(0.044715) * x * x * x)));
-        });
+      case UnaryOp::Gelu: return go([](A x) { return act::gelu<VecMath>(x); });
+      case UnaryOp::GeluTanh: return go([](A x) { return act::gelu_tanh<VecMath>(x); });
       case UnaryOp::LogicalNot: break;
     }
     fail("unary: unsupported op");
@@ -145,18 +138,8 @@ void binary_typed(BinaryOp op, const StridedLoop<3>& L) {
         case BinaryOp::Div: return go([](A a, A b) { return a / b; });
         case BinaryOp::Pow: return go([](A a, A b) { return std::pow(a, b); });
         case BinaryOp::ReluBackward: return go([](A x, A dy) { return x > A(0) ? dy : A(0); });
-        case BinaryOp::GeluBackward:
-          return go([](A x, A dy) {
-            const A cdf = A(0.5) * (A(1) + verf(x * A(kSqrt1_2)));
-            const A pdf = A(kInvSqrt2Pi) * vexp(A(-0.5) * x * x);
-            return dy * (cdf + x * pdf);
-          });
-        case BinaryOp::GeluTanhBackward:
-          return go([](A x, A dy) {
-            const A k = A(kSqrt2OverPi), c = A(0.044715);
-            const A t = vtanh(k * (x + c * x * x * x));
-            return dy * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * k * (A(1) + A(3) * c * x * x));
-          });
+        case BinaryOp::GeluBackward: return go([](A x, A dy) { return dy * act::gelu_grad<VecMath>(x); });
+        case BinaryOp::GeluTanhBackward: return go([](A x, A dy) { return dy * act::gelu_tanh_grad<VecMath>(x); });
         case BinaryOp::TanhBackward: return go([](A y, A dy) { return dy * (A(1) - y * y); });
         case BinaryOp::SigmoidBackward: return go([](A y, A dy) { return dy * y * (A(1) - y); });
         default: break;

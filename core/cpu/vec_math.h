@@ -116,4 +116,11 @@ template <> inline float vtanh<float>(float x) { return tanh_f32(x); }
 template <typename A> inline A verf(A x) { return std::erf(x); }
 template <> inline float verf<float>(float x) { return erf_f32(x); }
 
+// The math policy of the shared activation formulas (core/activation_math.h).
+struct VecMath {
+  template <typename A> static A exp(A x) { return vexp(x); }
+  template <typename A> static A erf(A x) { return verf(x); }
+  template <typename A> static A tanh(A x) { return vtanh(x); }
+};
+
 }  // namespace kiln::cpu
