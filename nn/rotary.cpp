@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "ops/decoder_ops.h"
 #include "ops/ops.h"
 
 namespace kiln::nn {
@@ -55,11 +56,7 @@ std::pair<Tensor, Tensor> RopeCache::tables(int64_t start, int64_t T, TensorOpti
 }
 
 Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads) {
-  const int64_t B = x.size(0), T = x.size(1), D = x.size(2) / heads;
-  const Tensor x4 = x.reshape({B, T, heads, D});                                      // (B, T, H, D)
-  const Tensor half = cat({neg(x4.narrow(3, D / 2, D / 2)), x4.narrow(3, 0, D / 2)}, 3);  // rotate_half
-  const Tensor c = cos.reshape({1, T, 1, D}), s = sin.reshape({1, T, 1, D});
-  return add(mul(x4, c), mul(half, s)).reshape({B, T, heads * D});
+  return rotary_embedding(x, cos, sin, heads);  // one fused op (ops/decoder_ops.h)
 }
 
 }  // namespace kiln::nn

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/decoder_ops.h"
 #include "ops/fused.h"
 
 namespace kiln::nn {
@@ -18,6 +19,17 @@ Tensor activation(const Tensor& x, HiddenAct act) {
     case HiddenAct::Tanh: return tanh(x);
   }
   fail("activation: unknown hidden_act");
+}
+
+Tensor gated(const Tensor& a, const Tensor& b, HiddenAct act) {
+  switch (act) {
+    case HiddenAct::Gelu: return gated_activation(a, b, "gelu");
+    case HiddenAct::GeluTanh: return gated_activation(a, b, "gelu_tanh");
+    case HiddenAct::Silu: return gated_activation(a, b, "silu");
+    case HiddenAct::Relu:
+    case HiddenAct::Tanh: return mul(activation(a, act), b);
+  }
+  fail("gated: unknown hidden_act");
 }
 
 BertEmbeddings::BertEmbeddings(const BertConfig& c) {

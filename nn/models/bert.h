@@ -20,6 +20,9 @@
 namespace kiln::nn {
 
 Tensor activation(const Tensor& x, HiddenAct act);
+// activation(a, act) * b: the fused gated_activation (ops/decoder_ops.h) for
+// gelu, gelu_tanh and silu (GeGLU, SwiGLU), the composite for the others.
+Tensor gated(const Tensor& a, const Tensor& b, HiddenAct act);
 
 class BertEmbeddings : public Module, public Callable<BertEmbeddings> {
  public:

@@ -10,6 +10,7 @@
 
 #include "nn/models/bert.h"
 #include "nn/rotary.h"
+#include "ops/decoder_ops.h"
 #include "ops/fused.h"
 
 namespace kiln::nn {
@@ -19,12 +20,7 @@ RMSNorm::RMSNorm(int64_t dim, double e) : eps(e) {
   register_parameter("weight", weight, ones({dim}));
 }
 
-Tensor RMSNorm::forward(const Tensor& x) const {
-  // transformers computes the statistic in float32 and scales in the input's dtype
-  const Tensor x32 = x.dtype() == DType::Float64 ? x : x.to(DType::Float32);
-  const Tensor normed = mul(x32, rsqrt(add(mean(mul(x32, x32), {-1}, true), eps)));  // (..., C)
-  return mul(weight, normed.to(x.dtype()));
-}
+Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, weight, eps); }  // statistics in float32
 
 std::pair<Tensor, Tensor> rotary_tables(const LlamaConfig& c, int64_t start, int64_t T, int64_t total,
                                         TensorOptions opts) {
@@ -82,8 +78,8 @@ LlamaMLP::LlamaMLP(const LlamaConfig& c) : act(c.act()) {
 }
 
 Tensor LlamaMLP::forward(const Tensor& x) const {
-  // SwiGLU (with silu): the gate's activation times the up projection
-  return down_proj->forward(mul(activation(gate_proj->forward(x), act), up_proj->forward(x)));  // (B, T, C)
+  // SwiGLU (with silu): the gate's activation times the up projection, one fused op
+  return down_proj->forward(gated(gate_proj->forward(x), up_proj->forward(x), act));  // (B, T, C)
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t idx) {

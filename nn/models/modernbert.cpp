@@ -73,7 +73,7 @@ ModernBertMLP::ModernBertMLP(const ModernBertConfig& c) : act(c.act()) {
 Tensor ModernBertMLP::forward(const Tensor& x) const {
   const int64_t F = Wo->weight.size(1);
   const Tensor h = linear_fused(x, Wi->weight, Wi->bias);                                 // (B, T, 2F)
-  const Tensor glu = mul(activation(h.narrow(-1, 0, F), act), h.narrow(-1, F, F));         // (B, T, F)
+  const Tensor glu = gated(h.narrow(-1, 0, F), h.narrow(-1, F, F), act);                    // (B, T, F), GeGLU
   return linear_fused(drop->forward(glu), Wo->weight, Wo->bias);                          // (B, T, C)
 }
 
