@@ -5,8 +5,9 @@
 # finetune), then evaluated, asked for predictions, embeddings and, when
 # this build has the exporter, an ONNX file. Each saved config keeps the
 # family's classes; an unknown model_type is one clear error. A
-# DistilBERT-shaped model (BERT's WordPiece vocabulary) goes through the same
-# tools, and through token classification on CoNLL-2003 sentences.
+# DistilBERT-shaped and a ModernBERT-shaped model (BERT's WordPiece
+# vocabulary) go through the same tools, and through token classification on
+# CoNLL-2003 sentences.
 #
 #   tests/family_cli.sh KILN DATA WORK_DIR   (KILN_DATA overrides DATA)
 set -uo pipefail
@@ -95,6 +96,32 @@ mkdir -p dmixed
 cp dclf/config.json dclf/vocab.txt dmixed/ && cp clf/model.safetensors dmixed/
 expect_error "a DistilBERT config over XLM-R weights" "is named as a" "$kiln" predict --model dmixed --input sentences.txt \
   --max-seq-length 32
+
+# ModernBERT: the same tools from its config.json (BERT's vocabulary and special ids; layer 1 local)
+cat >modern.json <<'JSON'
+{"model_type": "modernbert", "vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "intermediate_size": 48, "max_position_embeddings": 32, "global_attn_every_n_layers": 2, "local_attention": 8,
+ "pad_token_id": 0, "bos_token_id": 101, "cls_token_id": 101, "eos_token_id": 102, "sep_token_id": 102}
+JSON
+"$kiln" pretrain --config modern.json --vocab "$vocab" --train-file text.txt --max-seq-length 32 --batch-size 8 \
+  --max-steps 3 --save-steps 0 --output-dir mbase >mpretrain.log 2>&1 || { cat mpretrain.log; fail "pretrain --config (modernbert)"; }
+grep -q '"ModernBertForMaskedLM"' mbase/config.json || fail "mbase/config.json does not name ModernBertForMaskedLM"
+grep -q '"local_attention": 8' mbase/config.json || fail "mbase/config.json lost ModernBERT's fields"
+"$kiln" finetune --model mbase --train-file train.tsv --validation-file dev.tsv --max-seq-length 32 --batch-size 16 \
+  --max-steps 4 --save-steps 0 --output-dir mclf >mfinetune.log 2>&1 || { cat mfinetune.log; fail "finetune (modernbert)"; }
+grep -q '"ModernBertForSequenceClassification"' mclf/config.json ||
+  fail "mclf/config.json does not name ModernBertForSequenceClassification"
+"$kiln" evaluate --model mclf --validation-file dev.tsv --max-seq-length 32 >meval.txt 2>meval.err ||
+  { cat meval.err; fail "evaluate (modernbert)"; }
+grep -q '"accuracy"' meval.txt || fail "evaluate (modernbert) lacks accuracy: $(cat meval.txt)"
+"$kiln" finetune --task token-classification --model mbase --train-file ner_train.txt --validation-file ner_dev.txt \
+  --max-seq-length 32 --batch-size 8 --max-steps 3 --save-steps 0 --output-dir mner >mner.log 2>&1 ||
+  { cat mner.log; fail "finetune --task token-classification (modernbert)"; }
+"$kiln" predict --model mner --input ner_dev.txt --max-seq-length 32 >mnerpred.txt 2>mnerpred.err ||
+  { cat mnerpred.err; fail "predict (modernbert NER)"; }
+"$kiln" predict --model mclf --input dev.tsv --max-seq-length 32 >mpred.txt 2>mpred.err || { cat mpred.err; fail "predict (modernbert)"; }
+[[ $(wc -l <mpred.txt) -eq 40 ]] || fail "predict (modernbert): expected 40 lines, got $(wc -l <mpred.txt)"
+embed_and_export mbase mclf modernbert
 
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
 echo "family_cli: all checks passed"
