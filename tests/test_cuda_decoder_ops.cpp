@@ -92,14 +92,15 @@ TEST(CudaDecoderOps, GatedActivationMatchesTheCpu) {
       const std::string a = act;
       for (const Shape& s : {Shape{3, 7}, Shape{33, 257}}) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + " " + a + " " + shape_str(s));
+        const uint64_t sa = ++seed, sb = ++seed, sg = ++seed;  // in order: argument evaluation is unsequenced
         expect_twins([&](const TensorList& x, Device) { return gated_activation(x[0], x[1], a); },
-                     {random_cpu(s, dt, ++seed, -4, 4), random_cpu(s, dt, ++seed)}, s, dt, ++seed,
-                     "gated_activation");
+                     {random_cpu(s, dt, sa, -4, 4), random_cpu(s, dt, sb)}, s, dt, sg, "gated_activation");
       }
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + a + " halves of one (4, 258) projection");
       expect_twins(
           [&](const TensorList& x, Device) { return gated_activation(narrow(x[0], 1, 0, 129), narrow(x[0], 1, 129, 129), a); },
-          {random_cpu({4, 258}, dt, ++seed, -4, 4)}, {4, 129}, dt, ++seed, "gated_activation halves");
+          {random_cpu({4, 258}, dt, seed + 1, -4, 4)}, {4, 129}, dt, seed + 2, "gated_activation halves");
+      seed += 2;
     }
 }
 
