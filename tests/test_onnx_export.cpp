@@ -304,6 +304,17 @@ TEST(OnnxExport, RobertaFamilyMatchesOnnxRuntime) {
   fs::remove_all(root);
 }
 
+// Saves `model` with `mc` as `dir`, loads it back for export as `kiln export
+// --model dir [--task task]` would ("" = the task the directory names, which
+// must be `want_task`), and checks the exported graph against ONNX Runtime.
+void expect_saved_model_matches_ort(const std::string& py, const nn::Module& model, const ModelConfig& mc,
+                                    const fs::path& dir, std::string task, const std::string& want_task) {
+  nn::save_pretrained(model, mc, dir.string());
+  auto loaded = load_bert_for_export(dir.string(), task);
+  EXPECT_EQ(task, want_task);
+  expect_matches_ort(py, bert_export_spec(*loaded, task), dir.string() + ".onnx", kBertShapes);
+}
+
 // DistilBERT: no token types (the exported graph's token_type_ids input is
 // unused), no pooler; its token classifier and masked-LM head match ONNX Runtime.
 TEST(OnnxExport, DistilBertFamilyMatchesOnnxRuntime) {
@@ -321,16 +332,9 @@ TEST(OnnxExport, DistilBertFamilyMatchesOnnxRuntime) {
   ModelConfig mc = ModelConfig::from_json_string(c.to_json_string());
   auto ner = nn::AutoModelForTokenClassification::from_config(mc, 3);
   train::set_label_maps(mc, "DistilBertForTokenClassification", {"O", "B-PER", "I-PER"});
-  nn::save_pretrained(*ner, mc, (root / "ner").string());
-  std::string task;
-  auto model = load_bert_for_export((root / "ner").string(), task);
-  EXPECT_EQ(task, "token-classification");
-  expect_matches_ort(py, bert_export_spec(*model, task), root / "ner.onnx", kBertShapes);
+  expect_saved_model_matches_ort(py, *ner, mc, root / "ner", "", "token-classification");
   auto mlm = nn::AutoModelForMaskedLM::from_config(mc);
-  nn::save_pretrained(*mlm, mc, (root / "mlm").string());
-  std::string mlm_task = "masked-lm";
-  auto lm = load_bert_for_export((root / "mlm").string(), mlm_task);
-  expect_matches_ort(py, bert_export_spec(*lm, mlm_task), root / "mlm.onnx", kBertShapes);
+  expect_saved_model_matches_ort(py, *mlm, mc, root / "mlm", "masked-lm", "masked-lm");
   fs::remove_all(root);
 }
 
@@ -387,16 +391,9 @@ TEST(OnnxExport, ModernBertFamilyMatchesOnnxRuntime) {
   ModelConfig mc = ModelConfig::from_json_string(c.to_json_string());
   auto clf = nn::AutoModelForSequenceClassification::from_config(mc, 3);
   train::set_label_maps(mc, "ModernBertForSequenceClassification", {"a", "b", "c"});
-  nn::save_pretrained(*clf, mc, (root / "clf").string());
-  std::string task;
-  auto model = load_bert_for_export((root / "clf").string(), task);
-  EXPECT_EQ(task, "sequence-classification");
-  expect_matches_ort(py, bert_export_spec(*model, task), root / "clf.onnx", kBertShapes);
+  expect_saved_model_matches_ort(py, *clf, mc, root / "clf", "", "sequence-classification");
   auto mlm = nn::AutoModelForMaskedLM::from_config(mc);
-  nn::save_pretrained(*mlm, mc, (root / "mlm").string());
-  std::string mlm_task = "masked-lm";
-  auto lm = load_bert_for_export((root / "mlm").string(), mlm_task);
-  expect_matches_ort(py, bert_export_spec(*lm, mlm_task), root / "mlm.onnx", kBertShapes);
+  expect_saved_model_matches_ort(py, *mlm, mc, root / "mlm", "masked-lm", "masked-lm");
   fs::remove_all(root);
 }
 
