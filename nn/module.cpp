@@ -34,6 +34,20 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   children_.emplace_back(name, std::move(m));
 }
 
+void Module::remove_module(const std::string& name) {
+  const auto n = std::erase_if(children_, [&](const auto& c) { return c.first == name; });
+  KILN_CHECK(n == 1, "Module: no submodule '", name, "' to remove");
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  for (const auto& [n, c] : children_) {
+    out.emplace_back(n, c);
+    for (auto& [sub, m] : c->named_modules()) out.emplace_back(n + "." + sub, m);
+  }
+  return out;
+}
+
 void Module::for_each_tensor(const std::function<void(const std::string&, Tensor&, bool)>& fn,
                              const std::string& prefix) {
   for (auto& [n, t] : params_)
@@ -128,7 +142,7 @@ void Module::to(Device device) {
     if (it != moved.end()) { t = it->second; return; }
     TensorImpl* key = t.impl_ptr().get();
     Tensor m = to_device(t.detach(), device);
-    if (p) m.set_requires_grad(true);
+    if (p) m.set_requires_grad(t.requires_grad());  // a frozen parameter stays frozen
     moved[key] = m;
     t = m;
   });
@@ -142,7 +156,7 @@ void Module::to(DType dtype) {
     if (it != moved.end()) { t = it->second; return; }
     TensorImpl* key = t.impl_ptr().get();
     Tensor m = to_dtype(t.detach(), dtype);
-    if (p) m.set_requires_grad(true);
+    if (p) m.set_requires_grad(t.requires_grad());
     moved[key] = m;
     t = m;
   });

@@ -53,6 +53,14 @@ class Module {
   void for_each_tensor(const std::function<void(const std::string&, Tensor&, bool is_param)>& fn,
                        const std::string& prefix = "");
 
+  // Every submodule below this one by full name ("bert.encoder.layer.0"), in
+  // registration order, depth first (as torch's named_modules without the root).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
+  // Adds a submodule after construction (torch's add_module), e.g. an
+  // adapter's matrices (nn/lora.h); remove_module takes one out again.
+  void add_module(const std::string& name, std::shared_ptr<Module> m) { add_child(name, std::move(m)); }
+  void remove_module(const std::string& name);
+
  protected:
   Tensor& register_parameter(const std::string& name, Tensor& member, Tensor value);
   Tensor& register_buffer(const std::string& name, Tensor& member, Tensor value);

@@ -18,7 +18,11 @@ std::vector<ParamGroup> param_groups_no_decay(const nn::NamedTensors& named_para
 }
 
 std::vector<ParamGroup> param_groups_no_decay(const nn::Module& module, double weight_decay) {
-  return param_groups_no_decay(module.named_parameters(), weight_decay);
+  nn::NamedTensors trainable;  // Note [Frozen parameters] (nn/freeze.h): no optimizer state for the rest
+  for (const auto& [name, p] : module.named_parameters())
+    if (p.requires_grad()) trainable.emplace_back(name, p);
+  KILN_CHECK(!trainable.empty(), "param_groups_no_decay: every parameter of the model is frozen (requires_grad false): nothing to train");
+  return param_groups_no_decay(trainable, weight_decay);
 }
 
 }  // namespace kiln::optim

@@ -24,6 +24,8 @@ bool is_no_decay_parameter(const Tensor& parameter);
 // each; lr and options unset (the optimizer's defaults); either group may be
 // empty. weight_decay must be >= 0.
 std::vector<ParamGroup> param_groups_no_decay(const nn::NamedTensors& named_parameters, double weight_decay);
+// The module's form takes only its trainable parameters (requires_grad;
+// Note [Frozen parameters], nn/freeze.h); none is a kiln::Error.
 std::vector<ParamGroup> param_groups_no_decay(const nn::Module& module, double weight_decay);
 
 }  // namespace kiln::optim
