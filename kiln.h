@@ -41,6 +41,8 @@
 // nn: modules, layers, BERT, checkpoints, generation
 #include "kiln/nn/module.h"
 #include "kiln/nn/layers.h"
+#include "kiln/nn/freeze.h"
+#include "kiln/nn/lora.h"
 #include "kiln/nn/rotary.h"
 #include "kiln/nn/containers.h"
 #include "kiln/nn/models/bert_config.h"

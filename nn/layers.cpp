@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "nn/lora.h"
+#include "ops/fused.h"
+
 namespace kiln::nn {
 
 namespace {
@@ -39,6 +42,37 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, double init_std) {
   check_features(in, out);
   register_parameter("weight", weight, randn({out, in}) * init_std);
   if (with_bias) register_parameter("bias", bias, zeros({out}));
+}
+
+Tensor Linear::forward_fused(const Tensor& x) const { return with_adapter(linear_fused(x, weight, bias), x); }
+
+Tensor Linear::forward_gelu(const Tensor& x, const std::string& approximate) const {
+  if (!adapter_term_needed(*this)) return linear_gelu(x, weight, bias, approximate);
+  return gelu(forward_fused(x), approximate);
+}
+
+Tensor fused_projection(const Tensor& x, const std::vector<const Linear*>& layers) {
+  KILN_CHECK(!layers.empty(), "fused_projection: no layers");
+  std::vector<Tensor> w, b, terms;
+  bool any_term = false;
+  for (const Linear* l : layers) {
+    KILN_CHECK(l->bias.defined() == layers[0]->bias.defined(), "fused_projection: every layer needs a bias, or none");
+    w.push_back(l->weight);
+    if (l->bias.defined()) b.push_back(l->bias);
+    any_term = any_term || adapter_term_needed(*l);
+  }
+  Tensor y = linear_fused(x, cat(w, 0), b.empty() ? Tensor() : cat(b, 0));  // (..., sum of out)
+  if (!any_term) return y;
+  for (const Linear* l : layers) {
+    Tensor t = l->adapter_term(x);
+    if (!t.defined()) {
+      Shape s = x.sizes();
+      s.back() = l->weight.size(0);
+      t = zeros(s, TensorOptions(y.dtype(), y.device()));
+    }
+    terms.push_back(t);
+  }
+  return add(y, cat(terms, -1));
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) : Embedding(num, dim, pad, 1.0) {}

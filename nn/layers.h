@@ -13,24 +13,68 @@
 //
 // Each is called as m(x), the same as m.forward(x) (Note [Module call],
 // nn/module.h).
+//
+// Note [Projections through the layer]: model code applies a Linear through
+// its methods (forward, forward_fused, forward_gelu; fused_projection for
+// several at once), never through its weight alone, so whatever the layer
+// carries besides its weight (a LoRA adapter, nn/lora.h) takes part wherever
+// the layer is used.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
 
-class Linear : public Module, public Callable<Linear> {
+struct LoraAdapter;  // nn/lora.h
+
+// A layer that can carry a LoRA adapter (Linear; GPT-2's Conv1D): its output
+// gains the adapter's low-rank term (Note [LoRA], nn/lora.h).
+class Adaptable {
+ public:
+  virtual ~Adaptable() = default;
+  // y + the adapter's term for input x; y itself without an adapter (or with
+  // one merged into the weight).
+  Tensor with_adapter(const Tensor& y, const Tensor& x) const { return adapter ? add_adapter_term(y, x) : y; }
+  // The adapter's term (..., out) for x, undefined when there is none to add.
+  Tensor adapter_term(const Tensor& x) const;
+  // The base weight; (out, in), or (in, out) where weight_is_in_out (Conv1D).
+  virtual Tensor& base_weight() = 0;
+  virtual Tensor& base_bias() = 0;
+  virtual bool weight_is_in_out() const { return false; }
+
+  std::shared_ptr<LoraAdapter> adapter;  // null: none (nn/lora.h attaches one)
+
+ private:
+  Tensor add_adapter_term(const Tensor& y, const Tensor& x) const;
+};
+
+class Linear : public Module, public Callable<Linear>, public Adaptable {
  public:
   // PyTorch's initialisation: weight and bias U(-1/sqrt(in), 1/sqrt(in)).
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   // weight N(0, init_std), bias 0 (BERT's and GPT-2's initialisation).
   Linear(int64_t in_features, int64_t out_features, bool bias, double init_std);
-  Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  Tensor forward(const Tensor& x) const { return with_adapter(linear(x, weight, bias), x); }
+  // The same with the bias inside the GEMM (linear_fused, Note [Bias in the GEMM]).
+  Tensor forward_fused(const Tensor& x) const;
+  // gelu(forward(x), approximate) as one op where there is no adapter
+  // (linear_gelu, Note [Linear and GELU]); composed with one.
+  Tensor forward_gelu(const Tensor& x, const std::string& approximate = "none") const;
+  Tensor& base_weight() override { return weight; }
+  Tensor& base_bias() override { return bias; }
   Tensor weight, bias;
 };
+
+// Several layers on the same input as one GEMM: their weights concatenated
+// (out_1 + out_2 + ..., in), their outputs side by side on the last axis
+// (BERT's query | key | value into the fused attention), each layer's adapter
+// term added to its own block. Every layer needs a bias, or none does.
+Tensor fused_projection(const Tensor& x, const std::vector<const Linear*>& layers);
 
 class Embedding : public Module, public Callable<Embedding> {
  public:

@@ -8,22 +8,12 @@
 #include "kiln.h"
 #include "nn/models/bert.h"
 #include "nn/hf_checkpoint.h"
+#include "tiny_models.h"
 
 namespace kiln {
 namespace {
 
-BertConfig tiny_config() {
-  BertConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 16;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 32;
-  c.max_position_embeddings = 24;
-  c.hidden_dropout_prob = 0.0;
-  c.attention_probs_dropout_prob = 0.0;
-  return c;
-}
+BertConfig tiny_config() { return kiln::testing::tiny_bert_config(); }
 
 std::set<std::string> keys(const nn::Module& m) {
   std::set<std::string> s;

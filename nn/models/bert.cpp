@@ -72,9 +72,7 @@ Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& mask_bias) cons
   // q, k, v from one (C, 3C) projection (the three weights concatenated per
   // call: one GEMM, and one (B, T, 3C) gradient that backward feeds straight
   // into the fused attention's; Note [Fused attention] in ops/fused.cpp).
-  Tensor w = cat({query->weight, key->weight, value->weight}, 0);                 // (3C, C)
-  Tensor b = cat({query->bias, key->bias, value->bias}, 0);                       // (3C)
-  Tensor qkv = linear_fused(x, w, b);                                             // (B, T, 3C)
+  Tensor qkv = fused_projection(x, {query.get(), key.get(), value.get()});       // (B, T, 3C)
   return multi_head_attention_qkv(qkv, heads, mask_bias, drop->p, drop->is_training());  // (B, T, C)
 }
 
@@ -87,7 +85,7 @@ BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& c) {
 Tensor BertResidualOutput::forward(const Tensor& h, const Tensor& residual) const {
   // dense with its bias inside the GEMM, then dropout + residual in one pass
   // (Notes [Bias in the GEMM] and [Dropout and residual], ops/fused.cpp)
-  Tensor y = linear_fused(h, dense->weight, dense->bias);
+  Tensor y = dense->forward_fused(h);
   return norm->forward(dropout_add(y, residual, drop->p, drop->is_training()));
 }
 
@@ -114,12 +112,7 @@ Tensor BertLayer::forward(const Tensor& x, const Tensor& mask_bias) const {
   Tensor a = attention->forward(x, mask_bias);
   // intermediate->forward(a), with the bias inside the GEMM (Note [Bias in the
   // GEMM]); GELU too (Note [Linear and GELU]: on the CPU bit-identical to the composition)
-  const Tensor& w = intermediate->dense->weight;
-  const Tensor& b = intermediate->dense->bias;
-  const HiddenAct act = intermediate->act;
-  Tensor mid = act == HiddenAct::Gelu       ? linear_gelu(a, w, b)
-               : act == HiddenAct::GeluTanh ? linear_gelu(a, w, b, "tanh")
-                                            : activation(linear_fused(a, w, b), act);
+  Tensor mid = linear_act(*intermediate->dense, a, intermediate->act);
   return output->forward(mid, a);
 }
 

@@ -23,6 +23,16 @@ Tensor activation(const Tensor& x, HiddenAct act);
 // activation(a, act) * b: the fused gated_activation (ops/decoder_ops.h) for
 // gelu, gelu_tanh and silu (GeGLU, SwiGLU), the composite for the others.
 Tensor gated(const Tensor& a, const Tensor& b, HiddenAct act);
+// activation(layer(x), act) with the layer's bias in its GEMM, GELU fused
+// into it too where possible (Notes [Bias in the GEMM], [Linear and GELU];
+// adapters take part, Note [Projections through the layer]). `Layer` is a
+// Linear or GPT-2's Conv1D.
+template <typename Layer>
+Tensor linear_act(const Layer& layer, const Tensor& x, HiddenAct act) {
+  if (act == HiddenAct::Gelu) return layer.forward_gelu(x);
+  if (act == HiddenAct::GeluTanh) return layer.forward_gelu(x, "tanh");
+  return activation(layer.forward_fused(x), act);
+}
 
 class BertEmbeddings : public Module, public Callable<BertEmbeddings> {
  public:

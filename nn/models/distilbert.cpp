@@ -66,10 +66,9 @@ Tensor DistilBertAttention::forward(const Tensor& x, const Tensor& mask_bias) co
   // One (C, 3C) projection into the fused attention, as BertSelfAttention.
   // transformers masks with masked_fill(finfo.min); the additive bias of the
   // same value gives the same softmax (exp underflows to 0 either way).
-  Tensor w = cat({q_lin->weight, k_lin->weight, v_lin->weight}, 0);                          // (3C, C)
-  Tensor b = cat({q_lin->bias, k_lin->bias, v_lin->bias}, 0);                                // (3C)
-  Tensor ctx = multi_head_attention_qkv(linear_fused(x, w, b), heads, mask_bias, drop->p, drop->is_training());  // (B, T, C)
-  return linear_fused(ctx, out_lin->weight, out_lin->bias);                                  // (B, T, C)
+  Tensor qkv = fused_projection(x, {q_lin.get(), k_lin.get(), v_lin.get()});                   // (B, T, 3C)
+  Tensor ctx = multi_head_attention_qkv(qkv, heads, mask_bias, drop->p, drop->is_training());  // (B, T, C)
+  return out_lin->forward_fused(ctx);                                                          // (B, T, C)
 }
 
 DistilBertFFN::DistilBertFFN(const DistilBertConfig& c) : act(c.act()) {
@@ -88,13 +87,8 @@ TransformerBlock::TransformerBlock(const DistilBertConfig& c) {
 
 Tensor TransformerBlock::forward(const Tensor& x, const Tensor& mask_bias) const {
   Tensor sa = sa_layer_norm->forward(add(attention->forward(x, mask_bias), x));  // (B, T, C), no dropout here
-  const Tensor& w = ffn->lin1->weight;
-  const Tensor& b = ffn->lin1->bias;
-  const HiddenAct act = ffn->act;
-  Tensor mid = act == HiddenAct::Gelu       ? linear_gelu(sa, w, b)  // Note [Linear and GELU]
-               : act == HiddenAct::GeluTanh ? linear_gelu(sa, w, b, "tanh")
-                                            : activation(linear_fused(sa, w, b), act);  // (B, T, F)
-  Tensor y = linear_fused(mid, ffn->lin2->weight, ffn->lin2->bias);                    // (B, T, C)
+  Tensor mid = linear_act(*ffn->lin1, sa, ffn->act);  // (B, T, F)
+  Tensor y = ffn->lin2->forward_fused(mid);            // (B, T, C)
   return output_layer_norm->forward(dropout_add(y, sa, ffn->drop->p, ffn->drop->is_training()));
 }
 
@@ -130,12 +124,7 @@ DistilBertForMaskedLM::DistilBertForMaskedLM(const DistilBertConfig& c) {
 }
 
 Tensor DistilBertForMaskedLM::head(const Tensor& h) const {
-  const HiddenAct act = distilbert->config.act();
-  const Tensor& w = vocab_transform->weight;
-  const Tensor& b = vocab_transform->bias;
-  Tensor x = act == HiddenAct::Gelu       ? linear_gelu(h, w, b)
-             : act == HiddenAct::GeluTanh ? linear_gelu(h, w, b, "tanh")
-                                          : activation(linear_fused(h, w, b), act);  // (N, C)
+  Tensor x = linear_act(*vocab_transform, h, distilbert->config.act());  // (N, C)
   return vocab_projector->forward(vocab_layer_norm->forward(x));                   // (N, V)
 }
 

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "nn/lora.h"
 #include "nn/models/bert.h"
 #include "ops/fused.h"
 
@@ -19,7 +20,14 @@ Conv1D::Conv1D(int64_t out, int64_t in, double init_std) {
 
 // x W + b as linear_fused's x (W^T)^T + b: the (in, out) weight seen as an
 // (out, in) view, so the GEMM reads it in place.
-Tensor Conv1D::forward(const Tensor& x) const { return linear_fused(x, transpose(weight, 0, 1), bias); }
+Tensor Conv1D::forward(const Tensor& x) const {
+  return with_adapter(linear_fused(x, transpose(weight, 0, 1), bias), x);
+}
+
+Tensor Conv1D::forward_gelu(const Tensor& x, const std::string& approximate) const {
+  if (!adapter_term_needed(*this)) return linear_gelu(x, transpose(weight, 0, 1), bias, approximate);
+  return gelu(forward(x), approximate);
+}
 
 GPT2Attention::GPT2Attention(const GPT2Config& c, int64_t idx) : heads(c.n_head), layer_idx(idx) {
   const double s = c.initializer_range;
@@ -60,10 +68,7 @@ GPT2MLP::GPT2MLP(const GPT2Config& c) : act(c.act()) {
 }
 
 Tensor GPT2MLP::forward(const Tensor& x) const {
-  const Tensor w = transpose(c_fc->weight, 0, 1);  // (F, C) view
-  Tensor mid = act == HiddenAct::Gelu       ? linear_gelu(x, w, c_fc->bias)  // Note [Linear and GELU]
-               : act == HiddenAct::GeluTanh ? linear_gelu(x, w, c_fc->bias, "tanh")
-                                            : activation(c_fc->forward(x), act);  // (B, T, F)
+  Tensor mid = linear_act(*c_fc, x, act);  // (B, T, F), Note [Linear and GELU]
   return c_proj->forward(mid);                                                     // (B, T, C)
 }
 

@@ -68,10 +68,15 @@ struct GPT2Config {
 namespace nn {
 
 // transformers' Conv1D: weight (in, out), y = x W + b.
-class Conv1D : public Module, public Callable<Conv1D> {
+class Conv1D : public Module, public Callable<Conv1D>, public Adaptable {
  public:
   Conv1D(int64_t out, int64_t in, double init_std);
-  Tensor forward(const Tensor& x) const;  // (..., in) -> (..., out)
+  Tensor forward(const Tensor& x) const;  // (..., in) -> (..., out), the bias inside the GEMM
+  Tensor forward_fused(const Tensor& x) const { return forward(x); }
+  Tensor forward_gelu(const Tensor& x, const std::string& approximate = "none") const;  // as Linear's
+  Tensor& base_weight() override { return weight; }
+  Tensor& base_bias() override { return bias; }
+  bool weight_is_in_out() const override { return true; }
   Tensor weight;                          // (in, out)
   Tensor bias;                            // (out)
 };

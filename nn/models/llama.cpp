@@ -61,13 +61,13 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, int64_t idx)
 
 Tensor LlamaAttention::forward(const Tensor& x, const Tensor& mask, const Tensor& cos, const Tensor& sin,
                                KVCache* cache) const {
-  Tensor q = apply_rotary(linear_fused(x, q_proj->weight, q_proj->bias), cos, sin, heads);     // (B, T, H D)
-  Tensor k = apply_rotary(linear_fused(x, k_proj->weight, k_proj->bias), cos, sin, kv_heads);  // (B, T, K D)
-  Tensor v = linear_fused(x, v_proj->weight, v_proj->bias);                                   // (B, T, K D)
+  Tensor q = apply_rotary(q_proj->forward_fused(x), cos, sin, heads);     // (B, T, H D)
+  Tensor k = apply_rotary(k_proj->forward_fused(x), cos, sin, kv_heads);  // (B, T, K D)
+  Tensor v = v_proj->forward_fused(x);                                   // (B, T, K D)
   if (cache) std::tie(k, v) = cache->append(layer_idx, k, v);                                 // (B, S, K D)
   Tensor y = multi_head_attention(q, repeat_kv(k, kv_heads, heads), repeat_kv(v, kv_heads, heads), heads, mask,
                                   dropout, is_training(), nullptr, /*causal=*/true);  // (B, T, H D)
-  return linear_fused(y, o_proj->weight, o_proj->bias);                              // (B, T, C)
+  return o_proj->forward_fused(y);                                                   // (B, T, C)
 }
 
 LlamaMLP::LlamaMLP(const LlamaConfig& c) : act(c.act()) {

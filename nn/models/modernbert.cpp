@@ -56,11 +56,11 @@ ModernBertAttention::ModernBertAttention(const ModernBertConfig& c, int64_t /*la
 
 Tensor ModernBertAttention::forward(const Tensor& x, const Tensor& mask, const Tensor& cos, const Tensor& sin) const {
   const int64_t C = x.size(2);
-  const Tensor qkv = linear_fused(x, Wqkv->weight, Wqkv->bias);  // (B, T, 3C): q | k | v, each (H, D)
+  const Tensor qkv = Wqkv->forward_fused(x);  // (B, T, 3C): q | k | v, each (H, D)
   const Tensor q = apply_rotary(qkv.narrow(2, 0, C), cos, sin, heads);
   const Tensor k = apply_rotary(qkv.narrow(2, C, C), cos, sin, heads);
   Tensor y = multi_head_attention(q, k, qkv.narrow(2, 2 * C, C), heads, mask, dropout, is_training());  // (B, T, C)
-  return out_drop->forward(linear_fused(y, Wo->weight, Wo->bias));
+  return out_drop->forward(Wo->forward_fused(y));
 }
 
 ModernBertMLP::ModernBertMLP(const ModernBertConfig& c) : act(c.act()) {
@@ -72,9 +72,9 @@ ModernBertMLP::ModernBertMLP(const ModernBertConfig& c) : act(c.act()) {
 
 Tensor ModernBertMLP::forward(const Tensor& x) const {
   const int64_t F = Wo->weight.size(1);
-  const Tensor h = linear_fused(x, Wi->weight, Wi->bias);                                 // (B, T, 2F)
+  const Tensor h = Wi->forward_fused(x);                                                  // (B, T, 2F)
   const Tensor glu = gated(h.narrow(-1, 0, F), h.narrow(-1, F, F), act);                    // (B, T, F), GeGLU
-  return linear_fused(drop->forward(glu), Wo->weight, Wo->bias);                          // (B, T, C)
+  return Wo->forward_fused(drop->forward(glu));                                           // (B, T, C)
 }
 
 ModernBertEncoderLayer::ModernBertEncoderLayer(const ModernBertConfig& c, int64_t idx) : global(c.is_global_layer(idx)) {
@@ -133,7 +133,7 @@ ModernBertPredictionHead::ModernBertPredictionHead(const ModernBertConfig& c) : 
 }
 
 Tensor ModernBertPredictionHead::forward(const Tensor& x) const {
-  return norm->forward(activation(linear_fused(x, dense->weight, dense->bias), act));
+  return norm->forward(activation(dense->forward_fused(x), act));
 }
 
 ModernBertForMaskedLM::ModernBertForMaskedLM(const ModernBertConfig& c) {
@@ -149,7 +149,7 @@ ModernBertForMaskedLM::ModernBertForMaskedLM(const ModernBertConfig& c) {
 
 Tensor ModernBertForMaskedLM::logits_of(const Tensor& h) const {
   const Tensor x = head->forward(h);  // (N, C)
-  return tied_decoder ? tied_decoder->forward(x) : linear_fused(x, decoder->weight, decoder->bias);  // (N, V)
+  return tied_decoder ? tied_decoder->forward(x) : decoder->forward_fused(x);  // (N, V)
 }
 
 MaskedLMOutput ModernBertForMaskedLM::forward(const Tensor& ids, const Tensor& attention_mask,

@@ -67,7 +67,7 @@ RobertaLMHead::RobertaLMHead(const BertConfig& c, std::shared_ptr<Embedding> tie
 }
 
 Tensor RobertaLMHead::forward(const Tensor& h) const {
-  Tensor x = layer_norm->forward(linear_gelu(h, dense->weight, dense->bias));  // (N, C)
+  Tensor x = layer_norm->forward(dense->forward_gelu(h));                      // (N, C)
   return linear_fused(x, decoder->weight, bias);                               // (N, V), Note [Bias in the GEMM]
 }
 
