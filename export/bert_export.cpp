@@ -1,9 +1,11 @@
 #include "export/bert_export.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/error.h"
 #include "nn/auto.h"
+#include "nn/lora.h"
 #include "nn/models/bert.h"
 #include "ops/ops.h"
 
@@ -84,10 +86,13 @@ ExportSpec bert_export_spec(const nn::Module& model, const std::string& task, bo
   return spec;
 }
 
-std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::string& task) {
-  const ModelConfig config = nn::load_model_config(dir);
+std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::string& task, const std::string& adapter) {
+  std::error_code ec;
+  const std::string config_dir =
+      !adapter.empty() && std::filesystem::is_regular_file(std::filesystem::path(adapter) / "config.json", ec) ? adapter : dir;
+  const ModelConfig config = nn::load_model_config(config_dir);
   if (task.empty()) {  // a fine-tuned classifier's or a decoder's own head; else the embeddings
-    const std::string own = nn::task_name_of(dir);
+    const std::string own = nn::task_name_of(config_dir);
     task = own == "sequence-classification" || own == "token-classification" || own == "causal-lm" ? own : "embed";
   }
   std::shared_ptr<nn::Module> m;
@@ -98,8 +103,8 @@ std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::st
   } else if (task == "causal-lm") {
     m = nn::AutoModelForCausalLM::from_pretrained(dir);
   } else if (task == "sequence-classification" || task == "token-classification") {
-    const std::vector<std::string> labels = config.id2label(dir + "/config.json");
-    KILN_CHECK(!labels.empty(), dir, "/config.json has no id2label, so the number of labels is unknown (is it a "
+    const std::vector<std::string> labels = config.id2label(config_dir + "/config.json");
+    KILN_CHECK(!labels.empty(), config_dir, "/config.json has no id2label, so the number of labels is unknown (is it a "
                "fine-tuned classifier? kiln finetune writes one)");
     const int64_t n = static_cast<int64_t>(labels.size());
     if (task == "sequence-classification")
@@ -108,6 +113,10 @@ std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::st
       m = nn::AutoModelForTokenClassification::from_pretrained(dir, n);
   } else {
     fail("unknown export task '", task, "' (embed, masked-lm, sequence-classification, token-classification or causal-lm)");
+  }
+  if (!adapter.empty()) {
+    nn::load_adapter(*m, adapter, task == "embed" ? nn::weight_names_for(config.model_type()).base_prefix : "");
+    nn::merge_and_unload(*m);
   }
   m->eval();
   return m;

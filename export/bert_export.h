@@ -29,6 +29,11 @@ ExportSpec bert_export_spec(const nn::Module& model, const std::string& task, bo
 
 // Loads a model directory (config.json, model.safetensors) for `task` ("":
 // the classifier or causal-LM head config.json names, else embed), in eval mode.
-std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::string& task);
+// With `adapter` (a LoRA adapter directory, nn/lora.h): its config.json,
+// when it has one, names the task and labels; the adapter is loaded onto the
+// model from `dir` and merged into its weights (nn::merge_and_unload), so
+// the graph is the plain model's.
+std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::string& task,
+                                                 const std::string& adapter = "");
 
 }  // namespace kiln::onnx_export

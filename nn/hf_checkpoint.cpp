@@ -205,6 +205,10 @@ void check_model_dir(const std::string& dir, bool weights, const std::string& la
   };
   check_file("config.json", "a Hugging Face model directory holds config.json and model.safetensors");
   if (!weights) return;
+  KILN_CHECK(fs::exists(d / kWeightsFile, ec) || fs::exists(d / kWeightIndexFile, ec) ||
+                 !fs::exists(d / "adapter_config.json", ec),
+             where, ": it holds a LoRA adapter (adapter_config.json), not a whole model: pass the base model as --model "
+             "and this directory as --adapter (or write a merged model with kiln merge-adapter)");
   KILN_CHECK(has_weight_files(dir) || !fs::exists(d / "pytorch_model.bin", ec), where,
              ": no model.safetensors in it, only pytorch_model.bin, which kiln does not read; convert it with "
              "tools/convert_pytorch_to_safetensors.py ", dir);

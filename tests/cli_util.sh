@@ -24,3 +24,10 @@ expect_error() {
     echo "ok: $what -> $(head -n 1 err.txt)"
   fi
 }
+
+# pretrain_tiny_base KILN DIR: a tiny pretrained BERT on kiln's synthetic
+# language (an HF directory with vocab.txt) at DIR, for the fine-tuning tests.
+pretrain_tiny_base() {
+  "$1" pretrain --synthetic-documents 200 --max-seq-length 32 --batch-size 8 --workers 1 --max-steps 3 \
+    --save-steps 0 --output-dir "$2" >"$2.log" 2>&1 || { cat "$2.log"; fail "pretrain of the base model"; }
+}

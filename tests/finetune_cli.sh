@@ -14,9 +14,7 @@ rm -rf "$work"
 mkdir -p "$work"
 cd "$work" || exit 1
 
-# A tiny pretrained model on kiln's synthetic language (an HF directory).
-"$kiln" pretrain --synthetic-documents 200 --max-seq-length 32 --batch-size 8 --workers 1 --max-steps 3 \
-  --save-steps 0 --output-dir base >log.txt 2>&1 || { cat log.txt; fail "pretrain of the base model"; }
+pretrain_tiny_base "$kiln" base
 w=($(sed -n '30,42p' base/vocab.txt))  # words the vocabulary has whole
 
 # CoNLL: word, a POS-like column, the tag; -DOCSTART- and blank lines.

@@ -34,6 +34,7 @@ struct EmbedOptions {
   bool normalize = false;
   int sort_chunk = 4096;  // lines read, sorted by length and embedded at a time
   bool no_sort = false;
+  std::string adapter;  // a LoRA adapter directory (nn/lora.h)
 };
 
 // Embeddings (B, C) of the encodings enc[order[0..B)], one text line each, into out[order[i]].
@@ -95,6 +96,10 @@ int run_embed(const EmbedOptions& o) {
   // Note [Choosing a tokenizer]: tokenizer.json, else the older files.
   const std::unique_ptr<data::TextTokenizer> tok = data::open_text_tokenizer(o.model, o.cased);
   auto model = nn::AutoModel::from_pretrained(o.model);  // the family's base model (nn/auto.h)
+  if (!o.adapter.empty()) {  // a task model's adapter onto the base model: its head left out
+    const nn::LoraConfig c = nn::load_adapter(*model, o.adapter, nn::weight_names_for(model->model_config().model_type()).base_prefix);
+    std::cerr << "adapter: " << o.adapter << " (LoRA rank " << c.r << ")\n";
+  }
   model->eval();
   const ModelConfig& config = model->model_config();
   check_vocab_matches(config, tok->vocab_size(), o.model + "/config.json");
@@ -129,6 +134,8 @@ const Registrar reg("embed", [](CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--cased", o->cased, "do not lower-case a BERT WordPiece vocabulary (default: tokenizer_config.json, else uncased)");
   cmd->add_flag("--normalize", o->normalize, "L2-normalise each embedding");
+  cmd->add_option("--adapter", o->adapter, "a LoRA adapter directory (PEFT's, or kiln finetune --lora-r's) applied to "
+                                           "--model's encoder");
   cmd->add_option("--sort-chunk", o->sort_chunk,
                   "lines sorted by length and batched together (Note [Embedding by length])")
       ->check(CLI::PositiveNumber);

@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ExportCommand {
-  std::string model, output, task;
+  std::string model, output, task, adapter;
   int opset = onnx_export::kDefaultOpset;
   bool overwrite = false, normalize = false, external_data = false;
 };
@@ -33,7 +33,7 @@ int run_export(ExportCommand& c) {
   KILN_CHECK(c.overwrite || !fs::exists(c.output, ec), "--output ", c.output, " exists; give --overwrite to replace it");
   KILN_CHECK(c.normalize == false || c.task.empty() || c.task == "embed", "--normalize applies to --task embed only");
   std::string task = c.task;
-  auto model = onnx_export::load_bert_for_export(c.model, task);
+  auto model = onnx_export::load_bert_for_export(c.model, task, c.adapter);
   onnx_export::ExportOptions opts;
   opts.opset = c.opset;
   opts.force_external_data = c.external_data;
@@ -51,6 +51,7 @@ const Registrar reg_export("export", [](CLI::App& app) {
   auto* cmd = app.add_subcommand("export", "Export a BERT model directory as ONNX (dynamic batch and sequence axes)");
   auto c = std::make_shared<ExportCommand>();
   cmd->add_option("--model", c->model, "model directory (config.json, model.safetensors)")->required();
+  cmd->add_option("--adapter", c->adapter, "a LoRA adapter directory applied to --model and merged into its weights");
   cmd->add_option("--output", c->output, "the .onnx file to write; never over an existing file without --overwrite")
       ->required();
   cmd->add_option("--task", c->task, "what the graph outputs (default: the architecture config.json names, else embed)")

@@ -114,7 +114,7 @@ int run_predict(PredictCommand& c) {
     KILN_CHECK(c.overwrite || !fs::exists(c.output, ec), "--output ", c.output,
                " exists; give --overwrite to replace it");
   }
-  const std::string kind = nn::task_name_of(a.model);
+  const std::string kind = nn::task_name_of(train::task_config_dir(a));  // an adapter's head, with --adapter
   KILN_CHECK(kind == "sequence-classification" || kind == "token-classification", a.model,
              " is not a fine-tuned classifier (its config.json's architectures name neither a "
              "*ForSequenceClassification nor a *ForTokenClassification of its family)");
@@ -140,7 +140,9 @@ const Registrar reg_predict("predict", [](CLI::App& app) {
                                             "per example (TSV, CSV, JSONL)");
   auto c = std::make_shared<PredictCommand>();
   train::TrainingArguments& a = c->args;
-  cmd->add_option("--model", a.model, "fine-tuned model directory (kiln finetune's output)")->required();
+  cmd->add_option("--model", a.model, "fine-tuned model directory (kiln finetune's output), or the base model of --adapter")->required();
+  cmd->add_option("--adapter", a.adapter, "a LoRA adapter directory (kiln finetune --lora-r's output, or PEFT's) "
+                                          "applied to --model");
   cmd->add_option("--input", c->input, "CoNLL file (token classification) or TSV/CSV/JSONL (sequence classification)")
       ->required();
   cmd->add_option("--output", c->output, "write the predictions here (default: stdout); never over an existing file "

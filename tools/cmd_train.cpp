@@ -21,6 +21,7 @@
 #include "tools/command.h"
 #include "train/causal_lm_task.h"
 #include "train/mlm_task.h"
+#include "train/task_util.h"
 #include "train/tasks.h"
 #include "train/preemption.h"
 #include "train/trainer.h"
@@ -60,6 +61,29 @@ void add_finetune_data_flags(CLI::App* cmd, TrainingArguments& a) {
 }
 
 namespace {
+
+// LoRA (Note [LoRA] in nn/lora.h), as PEFT's LoraConfig fields.
+void add_lora_flags(CLI::App* cmd, TrainingArguments& a) {
+  cmd->add_option("--lora-r", a.lora_r,
+                  "train LoRA adapters of this rank (PEFT's r) on the --lora-target layers, everything else frozen; "
+                  "the run saves only the adapter (PEFT format)");
+  cmd->add_option("--lora-alpha", a.lora_alpha, "LoRA alpha: the adapter's term is scaled by alpha / r")
+      ->capture_default_str();
+  cmd->add_option("--lora-dropout", a.lora_dropout, "dropout on the adapters' input")->capture_default_str();
+  cmd->add_option("--lora-target", a.lora_target,
+                  "layers to adapt, by name as PEFT's target_modules (query,value; q_proj,v_proj; c_attn), or "
+                  "all-linear")
+      ->delimiter(',');
+  cmd->add_option("--lora-target-regex", a.lora_target_regex,
+                  "layers to adapt: a regular expression their full names match (PEFT's target_modules string)");
+  cmd->add_option("--lora-modules-to-save", a.lora_modules_to_save,
+                  "modules trained in full and saved with the adapter (the classification head always is)")
+      ->delimiter(',');
+  cmd->add_option("--lora-bias", a.lora_bias, "none, all or lora_only: which biases train")
+      ->check(CLI::IsMember({"none", "all", "lora_only"}))
+      ->capture_default_str();
+  cmd->add_flag("--lora-rslora", a.lora_rslora, "rank-stabilised LoRA: scale by alpha / sqrt(r)");
+}
 
 void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
   TrainingArguments& a = c.args;
@@ -112,7 +136,15 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
     cmd->add_flag("--whole-word-mask", a.whole_word_mask, "mask whole words (a word and its ## pieces)");
   }
   if (mode != Mode::Pretrain) add_finetune_data_flags(cmd, a);
-  if (!training) return;
+  if (!training) {
+    cmd->add_option("--adapter", a.adapter, "a LoRA adapter directory (PEFT's, or kiln finetune --lora-r's output) "
+                                            "applied to --model");
+    return;
+  }
+  cmd->add_option("--freeze", a.freeze,
+                  "freeze the parameters whose names a regular expression finds (e.g. embeddings, "
+                  "'encoder\\.layer\\.[0-3]\\.'): no gradient, no optimizer state; repeatable");
+  if (mode == Mode::Finetune) add_lora_flags(cmd, a);
   if (mode == Mode::Pretrain)
     cmd->add_option("--validation-split-percentage", a.validation_split_percentage,
                     "without --validation-file: % of the training examples held out for evaluation")
@@ -195,7 +227,8 @@ void clear_previous_run(const fs::path& dir) {
                       name.rfind("events.out.tfevents.", 0) == 0 || name == "metrics.jsonl" ||
                       name == "training.svg" || name == "config.json" || name == "model.safetensors" ||
                       name == "vocab.txt" || name == "tokenizer_config.json" || name == "tokenizer.json" ||
-                      name == "special_tokens_map.json" || name == "eval_results.json";
+                      name == "special_tokens_map.json" || name == "eval_results.json" ||
+                      name == "adapter_config.json" || name == "adapter_model.safetensors";
     if (ours) fs::remove_all(e.path());
   }
 }
@@ -286,7 +319,7 @@ int run_evaluate(TrainCommand& c) {
   KILN_CHECK(!a.validation_file.empty(), "--validation-file is required");
   const std::string ext = fs::path(a.validation_file).extension().string();
   // A fine-tuned model's own task; else the file decides (labelled table: classification; text: masked LM).
-  const std::string own = nn::task_name_of(a.model);
+  const std::string own = nn::task_name_of(train::task_config_dir(a));  // an adapter's head, with --adapter
   const bool finetuned = own == "sequence-classification" || own == "token-classification";
   const bool decoder = own == "causal-lm" || a.task == "causal-lm";
   const bool labelled = finetuned || ext == ".tsv" || ext == ".csv" || ext == ".jsonl";

@@ -58,6 +58,7 @@ CausalLmTask::CausalLmTask(const TrainingArguments& args, std::ostream& out, boo
   if (!args.model.empty()) {
     nn::LoadReport report;
     model_ = nn::AutoModelForCausalLM::from_pretrained(args.model, &report);
+    apply_adapter(*model_, args, out);
     config_ = model_->model_config();
     if (!report.new_heads.empty())
       out << "note: " << args.model << " has no causal-LM head; " << report.new_heads.size()

@@ -87,8 +87,9 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
   KILN_CHECK(pad >= 0, "the tokenizer has no pad token ([PAD], <pad>, or tokenizer_config.json's pad_token)");
   pad_id_ = pad;
 
-  const ModelConfig base = nn::load_model_config(args.model);
-  const std::string config_path = args.model + "/config.json";
+  const std::string config_dir = task_config_dir(args);  // the adapter's, with --adapter
+  const ModelConfig base = nn::load_model_config(config_dir);
+  const std::string config_path = config_dir + "/config.json";
   // Ids past the embedding matrix would only fail deep inside the first step.
   check_vocab_matches(base, tokenizer_->vocab_size(), config_path);
   check_max_seq_length(args.max_seq_length, base);
@@ -96,7 +97,7 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
   const std::string architecture =
       nn::model_family(base.model_type(), config_path).architecture(nn::ModelTask::SequenceClassification);
   label_set_ = finetuned_labels(base, architecture, config_path);
-  KILN_CHECK(for_training || !label_set_.empty(), args.model,
+  KILN_CHECK(for_training || !label_set_.empty(), config_dir,
              " is not a fine-tuned classifier (its config.json has no ", architecture, " id2label)");
   // Note [Problem types]: a fine-tuned classifier's problem type, else the flags', else the data's.
   const std::string requested = requested_problem(args);
@@ -140,6 +141,7 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
   nn::LoadReport report;
   model_ = nn::AutoModelForSequenceClassification::from_pretrained(args.model, num_labels, &report);
   model_->problem_type = problem_type_;
+  apply_adapter(*model_, args, out);
   if (!report.new_heads.empty() && for_training)
     out << "note: a new classifier head (" << report.new_heads.size() << " tensors) starts from a fresh initialisation\n";
   move_model_to_device(*model_, args.device);

@@ -102,6 +102,7 @@ MlmTask::MlmTask(const TrainingArguments& args, std::ostream& out, bool for_trai
   if (!args.model.empty()) {
     nn::LoadReport report;
     model_ = nn::AutoModelForMaskedLM::from_pretrained(args.model, &report);
+    apply_adapter(*model_, args, out);
     config_ = model_->model_config();
     if (!report.new_heads.empty())
       out << "note: " << args.model << " has no masked-LM head; " << report.new_heads.size()

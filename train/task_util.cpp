@@ -10,7 +10,9 @@
 #include "data/tokenizer/bert_tokenizer.h"
 #include "data/tokenizer/pipeline_tokenizer.h"
 #include "data/tokenizer/tokenizer_config.h"
+#include "nn/lora.h"
 #include "ops/ops.h"
+#include "train/trainer.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -100,6 +102,27 @@ std::shared_ptr<const data::Corpus> open_text_corpus(const std::string& file, co
   }
   if (group) group->barrier();  // the other ranks open what rank 0 wrote
   return data::TokenCorpus::open(prepared_dir.string());
+}
+
+}  // namespace kiln::train
+
+namespace kiln::train {
+
+std::string task_config_dir(const TrainingArguments& args) {
+  if (args.adapter.empty()) return args.model;
+  std::error_code ec;
+  KILN_CHECK(fs::is_directory(args.adapter, ec), "--adapter ", args.adapter, ": no such directory");
+  KILN_CHECK(nn::is_adapter_dir(args.adapter), "--adapter ", args.adapter,
+             ": no adapter_config.json (not a LoRA adapter directory)");
+  (void)nn::LoraConfig::from_file((fs::path(args.adapter) / "adapter_config.json").string());  // its errors first
+  return fs::is_regular_file(fs::path(args.adapter) / "config.json", ec) ? args.adapter : args.model;
+}
+
+void apply_adapter(nn::Module& model, const TrainingArguments& args, std::ostream& out) {
+  if (args.adapter.empty()) return;
+  const nn::LoraConfig c = nn::load_adapter(model, args.adapter);
+  out << "adapter: " << args.adapter << " (LoRA rank " << c.r << " on " << nn::adapted_layers(model).size()
+      << " layers)\n";
 }
 
 }  // namespace kiln::train

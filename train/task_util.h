@@ -24,6 +24,8 @@
 
 namespace kiln::train {
 
+struct TrainingArguments;  // train/trainer.h
+
 // do_lower_case from dir/tokenizer_config.json when present, else true;
 // `cased` forces false. A malformed tokenizer_config.json is a kiln::Error.
 bool model_lowercase(const std::string& dir, bool cased);
@@ -53,6 +55,14 @@ void check_max_seq_length(int64_t max_seq_length, const ModelConfig& config);
 // optimizer (which holds the parameter tensors). kiln::Error for a CUDA
 // device in a build without CUDA.
 void move_model_to_device(nn::Module& model, const std::string& device);
+
+// --adapter (TrainingArguments::adapter): the directory whose config.json
+// describes the task model (the adapter's, when it has one: kiln finetune
+// --lora-r writes the fine-tuned head's labels there), and the adapter
+// applied to a model built from --model (nn::load_adapter; nothing without
+// --adapter).
+std::string task_config_dir(const TrainingArguments& args);
+void apply_adapter(nn::Module& model, const TrainingArguments& args, std::ostream& out);
 
 // The device of a model's first parameter (CPU for a model without any).
 Device model_device(const nn::Module& model);

@@ -70,14 +70,15 @@ TokenClassificationTask::TokenClassificationTask(const TrainingArguments& args, 
   KILN_CHECK(pad >= 0, "the tokenizer has no pad token ([PAD], <pad>, or tokenizer_config.json's pad_token)");
   pad_id_ = pad;
 
-  const ModelConfig base = nn::load_model_config(args.model);
-  check_vocab_matches(base, tokenizer_->vocab_size(), args.model + "/config.json");
+  const std::string config_path = task_config_dir(args) + "/config.json";  // the adapter's, with --adapter
+  const ModelConfig base = nn::load_model_config(task_config_dir(args));
+  check_vocab_matches(base, tokenizer_->vocab_size(), config_path);
   check_max_seq_length(args.max_seq_length, base);
   // the family's class: BertForTokenClassification, RobertaForTokenClassification, ...
   const std::string architecture =
-      nn::model_family(base.model_type(), args.model + "/config.json").architecture(nn::ModelTask::TokenClassification);
-  label_set_ = finetuned_labels(base, architecture, args.model + "/config.json");
-  KILN_CHECK(for_training || !label_set_.empty(), args.model,
+      nn::model_family(base.model_type(), config_path).architecture(nn::ModelTask::TokenClassification);
+  label_set_ = finetuned_labels(base, architecture, config_path);
+  KILN_CHECK(for_training || !label_set_.empty(), task_config_dir(args),
              " is not a fine-tuned token classifier (its config.json has no ", architecture, " id2label)");
   const size_t max_len = static_cast<size_t>(args.max_seq_length);
   if (for_training) {
@@ -98,6 +99,7 @@ TokenClassificationTask::TokenClassificationTask(const TrainingArguments& args, 
   nn::LoadReport report;
   model_ = nn::AutoModelForTokenClassification::from_pretrained(args.model, static_cast<int64_t>(label_set_.size()),
                                                                 &report);
+  apply_adapter(*model_, args, out);
   if (!report.new_heads.empty() && for_training)
     out << "note: a new token classifier head (" << report.new_heads.size()
         << " tensors) starts from a fresh initialisation\n";

@@ -21,7 +21,9 @@
 #include "core/random.h"
 #include "data/integrity.h"
 #include "dist/ddp.h"
+#include "nn/freeze.h"
 #include "nn/hf_checkpoint.h"
+#include "nn/lora.h"
 #include "nn/safetensors.h"
 #include "ops/autocast.h"
 #include "optim/optim.h"
@@ -67,10 +69,35 @@ optim::LrMultiplier make_schedule(const TrainingArguments& a, int64_t warmup, in
   return optim::polynomial_decay_schedule_with_warmup(warmup, total, a.lr);
 }
 
-std::vector<Tensor> parameters_of(const nn::Module& model) {
+std::vector<Tensor> trainable_parameters_of(const nn::Module& model) {
   std::vector<Tensor> out;
-  for (auto& [name, p] : model.named_parameters()) out.push_back(p);
+  for (auto& [name, p] : nn::trainable_parameters(model)) out.push_back(p);
   return out;
+}
+
+// PEFT's task_type for a task's kind (its PeftModelFor* class).
+std::string peft_task_type(const std::string& kind) {
+  if (kind == "classification" || kind == "regression" || kind == "multi-label-classification") return "SEQ_CLS";
+  if (kind == "token-classification") return "TOKEN_CLS";
+  if (kind == "causal-lm") return "CAUSAL_LM";
+  return "";
+}
+
+// --lora-* as a LoraConfig (Note [LoRA], nn/lora.h).
+nn::LoraConfig lora_config_of(const TrainingArguments& a, const std::string& kind) {
+  nn::LoraConfig c;
+  c.r = a.lora_r;
+  c.lora_alpha = a.lora_alpha;
+  c.lora_dropout = a.lora_dropout;
+  c.target_modules = a.lora_target;
+  if (!a.lora_target_regex.empty()) c.target_regex = a.lora_target_regex;
+  c.modules_to_save = a.lora_modules_to_save;
+  c.bias = a.lora_bias;
+  c.use_rslora = a.lora_rslora;
+  c.task_type = peft_task_type(kind);
+  if (!a.model.empty()) c.base_model_name_or_path = fs::absolute(a.model).lexically_normal().string();
+  c.validate("--lora-*");
+  return c;
 }
 
 // The fields that fix the model's shapes; a checkpoint must agree on all.
@@ -177,6 +204,8 @@ class TrainingRun {
   void save(int64_t s);
   void evaluate(int64_t s);
   void finish(int stop_signal);
+  void choose_trainable_parameters();
+  void save_final_model();
   void profile_before_step();
   void profile_after_step();
   void write_profile();
@@ -191,6 +220,7 @@ class TrainingRun {
   size_t per_epoch_ = 0;
   int64_t total_ = 0, warmup_ = 0;
   nn::Module& model_;
+  std::optional<nn::LoraConfig> lora_;  // --lora-r: the adapters trained and saved
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Scheduler> scheduler_;
   std::vector<Tensor> params_;
@@ -239,10 +269,34 @@ TrainingRun::TrainingRun(const TrainingArguments& args, TrainTask& task, std::os
   // TrainTask (a no-op when the model is there). The optimizer holds the
   // parameter tensors, so it comes after the move.
   move_model_to_device(model_, args.device);
+  choose_trainable_parameters();
   optimizer_ = make_optimizer(args, model_);
   scheduler_ = std::make_unique<optim::Scheduler>(*optimizer_, make_schedule(args, warmup_, total_));
-  params_ = parameters_of(model_);
+  params_ = trainable_parameters_of(model_);
   if (!args.profile_steps.empty()) profile_steps_ = parse_profile_steps(args.profile_steps);
+}
+
+// --freeze and --lora-r (Notes [Frozen parameters], [LoRA]): before the
+// optimizer, which then holds only what trains.
+void TrainingRun::choose_trainable_parameters() {
+  if (!args_.freeze.empty()) {
+    const std::vector<std::string> frozen = nn::freeze(model_, args_.freeze, "--freeze");
+    out_ << "--freeze: " << frozen.size() << " parameter tensors frozen\n";
+  }
+  if (args_.lora_r > 0) {
+    lora_ = lora_config_of(args_, task_.kind());
+    const std::vector<std::string> layers = nn::add_lora(model_, *lora_);
+    out_ << "LoRA: rank " << lora_->r << " adapters on " << layers.size() << " layers (" << layers.front()
+         << (layers.size() > 1 ? ", ..." : "") << ")\n";
+  }
+  if (args_.freeze.empty() && !lora_) return;
+  int64_t trainable = 0, all = 0;
+  for (auto& [n, p] : model_.named_parameters()) {
+    all += p.numel();
+    if (p.requires_grad()) trainable += p.numel();
+  }
+  out_ << "trainable parameters: " << trainable << " of " << all << " ("
+       << (all ? 100.0 * static_cast<double>(trainable) / static_cast<double>(all) : 0.0) << "%)\n";
 }
 
 // Note [Agreed step counts].
@@ -504,11 +558,10 @@ void TrainingRun::finish(int stop_signal) {
   if (result_.finished && last_eval_ != step_) evaluate(step_);
   if (last_saved_ != step_) save(step_);
   if (result_.finished && main_) {
-    task_.model_config().to_json_file((out_dir_ / "config.json").string());
-    nn::save_safetensors((out_dir_ / "model.safetensors").string(), model_.state_dict());
-    for (auto& [name, text] : task_.extra_files()) write_text_atomic(out_dir_ / name, text);
+    save_final_model();
     const fs::path plot = log_->write_plot();
-    out_ << "saved the model to " << out_dir_.string() << " and the plot to " << plot.string() << "\n";
+    out_ << "saved the " << (lora_ ? "adapter" : "model") << " to " << out_dir_.string() << " and the plot to "
+         << plot.string() << "\n";
   } else if (result_.stop_signal != 0) {
     out_ << "stopped by " << signal_name(result_.stop_signal) << " after step " << step_ << "/" << total_
          << ": saved " << result_.last_checkpoint << "; continue with --resume" << std::endl;
@@ -517,6 +570,15 @@ void TrainingRun::finish(int stop_signal) {
     out_ << "stopped after " << steps_here_ << " steps at step " << step_ << "/" << total_
          << "; continue with --resume\n";
   }
+}
+
+// The model, or with --lora-r only its adapter in PEFT's format (plus the
+// task's config.json, which names the head's labels, and the tokenizer files).
+void TrainingRun::save_final_model() {
+  task_.model_config().to_json_file((out_dir_ / "config.json").string());
+  if (lora_) nn::save_adapter(model_, *lora_, out_dir_.string());
+  else nn::save_safetensors((out_dir_ / "model.safetensors").string(), model_.state_dict());
+  for (auto& [name, text] : task_.extra_files()) write_text_atomic(out_dir_ / name, text);
 }
 
 TrainResult TrainingRun::run() {

@@ -56,6 +56,7 @@
 #include <ostream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -128,6 +129,28 @@ struct TrainingArguments {
   // and the saved model are written from CPU copies, so they do not depend on it.
   std::string device = "cpu";
   std::string amp = "none";  // none | bf16 | fp16 (autocast; fp16 adds dynamic loss scaling)
+  // Parameter-efficient fine-tuning (Note [Frozen parameters] in nn/freeze.h,
+  // Note [LoRA] in nn/lora.h). freeze: regular expressions searched in the
+  // parameters' names; those parameters get no gradient and no optimizer state.
+  std::vector<std::string> freeze;
+  // lora_r > 0: LoRA adapters of rank lora_r on the lora_target layers (PEFT's
+  // target_modules: names, or all-linear; lora_target_regex: PEFT's string
+  // form), everything else frozen but lora_modules_to_save (and the task's
+  // head), the biases lora_bias says; the run saves the adapter in PEFT's
+  // format (adapter_config.json, adapter_model.safetensors) instead of
+  // model.safetensors. lora_rslora: scale by alpha / sqrt(r).
+  int64_t lora_r = 0;
+  double lora_alpha = 8.0;
+  double lora_dropout = 0.0;
+  std::vector<std::string> lora_target;
+  std::string lora_target_regex;
+  std::vector<std::string> lora_modules_to_save;
+  std::string lora_bias = "none";
+  bool lora_rslora = false;
+  // evaluate / predict / embed: a LoRA adapter directory (PEFT's, or kiln
+  // finetune --lora-r's output) applied to --model; its config.json, when it
+  // has one, names the fine-tuned head's labels.
+  std::string adapter;
   // Data parallel: this process's rank and the number of processes (set by
   // the tool from dist::init_process_group(), not flags). Each rank trains on
   // its shard (data::DistributedSampler) with batch_size examples per step.

@@ -126,6 +126,17 @@ void TrainingArguments::validate() const {
              "--label-all-tokens applies to --task token-classification, not ", task);
   if (!profile_steps.empty()) parse_profile_steps(profile_steps);
   KILN_CHECK(amp == "none" || amp == "bf16" || amp == "fp16", "--amp must be none, bf16 or fp16, got '", amp, "'");
+  KILN_CHECK(lora_r >= 0, "--lora-r must be >= 0 (0: no LoRA), got ", lora_r);
+  if (lora_r > 0) {
+    KILN_CHECK(!lora_target.empty() || !lora_target_regex.empty(),
+               "--lora-r needs --lora-target (layer names such as query,value or q_proj,v_proj, or all-linear) or "
+               "--lora-target-regex");
+    KILN_CHECK(lora_target.empty() || lora_target_regex.empty(), "give --lora-target or --lora-target-regex, not both");
+    KILN_CHECK(adapter.empty(), "--lora-r trains a new adapter; --adapter applies a trained one (not both)");
+  } else {
+    KILN_CHECK(lora_target.empty() && lora_target_regex.empty() && lora_modules_to_save.empty(),
+               "--lora-target, --lora-target-regex and --lora-modules-to-save need --lora-r (the adapter's rank)");
+  }
 }
 
 nlohmann::json TrainingArguments::to_json() const {
@@ -173,7 +184,17 @@ nlohmann::json TrainingArguments::to_json() const {
           {"logging_steps", logging_steps},
           {"device", device},
           {"world_size", world_size},
-          {"amp", amp}};
+          {"amp", amp},
+          {"freeze", freeze},
+          {"lora_r", lora_r},
+          {"lora_alpha", lora_alpha},
+          {"lora_dropout", lora_dropout},
+          {"lora_target", lora_target},
+          {"lora_target_regex", lora_target_regex},
+          {"lora_modules_to_save", lora_modules_to_save},
+          {"lora_bias", lora_bias},
+          {"lora_rslora", lora_rslora},
+          {"adapter", adapter}};
 }
 
 }  // namespace kiln::train
