@@ -133,6 +133,12 @@ std::vector<std::string> lora_targets(const Module& model, const LoraConfig& con
 std::vector<std::string> add_lora(Module& model, const LoraConfig& config) {
   config.validate();
   std::vector<Selected> chosen = select_layers(model, config);
+  for (Selected& s : chosen) {  // every check before the model changes
+    const Tensor& w = s.layer->base_weight();
+    // A rank past both sides of the layer adds nothing a full update would not (and could ask for gigabytes).
+    KILN_CHECK(config.r <= std::max(w.size(0), w.size(1)), "LoRA r = ", config.r, " exceeds the size of layer '",
+               s.name, "' (", shape_str(w.sizes()), ")");
+  }
   // Everything frozen, then what trains: the adapters, the biases bias says, the modules to save.
   for (auto& [n, p] : model.named_parameters()) Tensor(p).set_requires_grad(false);
   std::vector<std::string> names;

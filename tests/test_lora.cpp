@@ -268,6 +268,7 @@ TEST(Lora, BadAdaptersAreOneClearErrorAndChangeNothing) {
   EXPECT_KILN_ERROR(nn::add_lora(m, lora({"qkv"})), "target module 'qkv' is not in the model");
   EXPECT_KILN_ERROR(nn::add_lora(m, lora({"LayerNorm"})), "'bert.embeddings.LayerNorm' is not a linear layer");
   EXPECT_KILN_ERROR(nn::add_lora(m, lora({"query"}, 0)), "r = 0 must be a positive integer");
+  EXPECT_KILN_ERROR(nn::add_lora(m, lora({"query"}, 17)), "LoRA r = 17 exceeds the size of layer");
   nn::LoraConfig bias = lora({"query"});
   bias.bias = "some";
   EXPECT_KILN_ERROR(nn::add_lora(m, bias), "bias 'some'");

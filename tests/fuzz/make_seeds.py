@@ -19,6 +19,8 @@
                                    model.safetensors, optimizer.safetensors,
                                    trainer_state.json joined by "\n--8<--\n")
   tests/fuzz/corpus/metrics_jsonl/ metrics.jsonl files
+  tests/fuzz/corpus/adapter_config/  PEFT LoRA adapter_config.json files (0.10's
+                                   fields, newer PEFT's, kiln's) and refused ones
   tests/fuzz/corpus/weight_index/  model.safetensors.index.json files (sharded
                                    checkpoints) and hostile ones
   tests/fuzz/crashes/              inputs that still crash a target (not replayed;
@@ -710,6 +712,37 @@ def weight_index_seeds():
     write("weight_index", "bad_json", '{"weight_map": {"a": ')
 
 
+def adapter_config_seeds():
+    peft = {"alpha_pattern": {}, "auto_mapping": None, "base_model_name_or_path": "", "bias": "none",
+            "fan_in_fan_out": False, "inference_mode": True, "init_lora_weights": True, "layer_replication": None,
+            "layers_pattern": None, "layers_to_transform": None, "loftq_config": {}, "lora_alpha": 16,
+            "lora_dropout": 0.1, "megatron_config": None, "megatron_core": "megatron.core", "modules_to_save": None,
+            "peft_type": "LORA", "r": 8, "rank_pattern": {}, "revision": None, "target_modules": ["query", "value"],
+            "task_type": "SEQ_CLS", "use_dora": False, "use_rslora": False}
+    def seed(name, **edit):
+        c = dict(peft)
+        for k, v in edit.items():
+            if v is None and k in c:
+                del c[k]
+            else:
+                c[k] = v
+        write("adapter_config", name, json.dumps(c, indent=2))
+    seed("peft_0_10")
+    seed("regex", target_modules=r".*layer\.1\..*(query|dense)")
+    seed("all_linear", target_modules="all-linear", bias="all", use_rslora=True)
+    seed("newer_peft", exclude_modules=None, lora_bias=False, use_qalora=False, peft_version="0.17.0")
+    seed("modules_to_save", modules_to_save=["pooler"], init_lora_weights="gaussian", task_type=None)
+    seed("bad_ia3", peft_type="IA3")
+    seed("bad_dora", use_dora=True)
+    seed("bad_rank", r=0)
+    seed("bad_huge_rank", r=2147483647)
+    seed("bad_target", target_modules=["nowhere"])
+    seed("bad_layernorm", target_modules=["LayerNorm"])
+    seed("bad_regex", target_modules="(unclosed")
+    seed("bad_pattern", rank_pattern={"query": 4})
+    write("adapter_config", "bad_json", '{"peft_type": "LORA", "r": ')
+
+
 def write_large(target, directory):
     os.makedirs(directory, exist_ok=True)
     for name, data in large_seeds(target):
@@ -733,4 +766,5 @@ if __name__ == "__main__":
     checkpoint_seeds()
     metrics_jsonl_seeds()
     weight_index_seeds()
+    adapter_config_seeds()
     crash_inputs()
