@@ -8,6 +8,14 @@ fine-tunes a model with transformers and PyTorch on the same recipe as
     (run_ner's recipe); seqeval entity P/R/F1 on the words.
   regression: GLUE STS-B TSV without header (sentence 1, sentence 2, score in
     columns 8-10); MSE loss, Pearson and Spearman (scipy), as run_glue.
+  sequence-classification: GLUE SST-2 TSV with a header (sentence, label);
+    dev accuracy.
+
+With --lora-r R: LoRA adapters by PEFT (task_type SEQ_CLS or TOKEN_CLS, so
+the head trains too) on --lora-target, everything else frozen, the optimizer
+over the trainable parameters only; --save then writes the adapter (PEFT's
+save_pretrained) and, for sequence classification, dev_probabilities.json
+(the softmax of every dev sentence, in file order).
 
 The recipe, as kiln's Trainer: AdamW (betas 0.9/0.999, eps 1e-8) with no
 weight decay on biases and LayerNorm weights, linear warm-up and decay,
@@ -18,7 +26,8 @@ usage: hf_finetune.py --task token-classification|regression --model DIR
          --train FILE --dev FILE [--epochs E | --max-steps N] [--batch-size B]
          [--lr LR] [--max-seq-length L] [--seed S] [--warmup-ratio W]
          [--weight-decay D] [--train-limit N] [--dev-limit N] [--threads N]
-         [--save DIR]
+         [--save DIR] [--lora-r R --lora-alpha A --lora-target query,value
+         --lora-modules-to-save pooler --lora-dropout P]
 (run with .venv-hf/bin/python)
 """
 import argparse
@@ -51,6 +60,16 @@ def read_conll(path, limit):
     return sentences[:limit] if limit else sentences
 
 
+def read_sst2(path, limit):
+    rows = []
+    for i, line in enumerate(open(path, encoding="utf-8")):
+        f = line.rstrip("\n").split("\t")
+        if i == 0 and f[-1] == "label":
+            continue
+        rows.append((f[0], None, int(f[1])))
+    return rows[:limit] if limit else rows
+
+
 def read_stsb(path, limit):
     rows = []
     for line in open(path, encoding="utf-8"):
@@ -62,6 +81,8 @@ def read_stsb(path, limit):
 def optimizer_for(model, lr, wd):
     decay, no_decay = [], []
     for n, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
         (no_decay if p.dim() <= 1 else decay).append(p)
     return torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
                              lr=lr, betas=(0.9, 0.999), eps=1e-8)
@@ -95,7 +116,7 @@ def pad(batch, pad_id):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--task", required=True, choices=["token-classification", "regression"])
+    ap.add_argument("--task", required=True, choices=["token-classification", "regression", "sequence-classification"])
     ap.add_argument("--model", required=True)
     ap.add_argument("--train", required=True)
     ap.add_argument("--dev", required=True)
@@ -111,6 +132,11 @@ def main():
     ap.add_argument("--dev-limit", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--save", default="")
+    ap.add_argument("--lora-r", type=int, default=0)
+    ap.add_argument("--lora-alpha", type=float, default=8)
+    ap.add_argument("--lora-dropout", type=float, default=0.0)
+    ap.add_argument("--lora-target", default="query,value")
+    ap.add_argument("--lora-modules-to-save", default="")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -128,17 +154,26 @@ def main():
         tr = encode_tokens(tok, train, label_ids, a.max_seq_length)
         dv = encode_tokens(tok, dev, label_ids, a.max_seq_length)
     else:
-        train = read_stsb(a.train, a.train_limit)
-        dev = read_stsb(a.dev, a.dev_limit)
-        model = BertForSequenceClassification.from_pretrained(a.model, num_labels=1)
+        regression = a.task == "regression"
+        read = read_stsb if regression else read_sst2
+        train = read(a.train, a.train_limit)
+        dev = read(a.dev, a.dev_limit)
+        model = BertForSequenceClassification.from_pretrained(a.model, num_labels=1 if regression else 2)
 
         def enc(rows):
             out = []
             for s1, s2, y in rows:
-                e = tok(s1, s2, truncation=True, max_length=a.max_seq_length)
+                e = tok(s1, s2, truncation=True, max_length=a.max_seq_length) if s2 is not None else \
+                    tok(s1, truncation=True, max_length=a.max_seq_length)
                 out.append((e["input_ids"], e["token_type_ids"], y))
             return out
         tr, dv = enc(train), enc(dev)
+    if a.lora_r > 0:
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(
+            task_type="TOKEN_CLS" if a.task == "token-classification" else "SEQ_CLS", r=a.lora_r,
+            lora_alpha=a.lora_alpha, lora_dropout=a.lora_dropout, target_modules=a.lora_target.split(","),
+            modules_to_save=a.lora_modules_to_save.split(",") if a.lora_modules_to_save else None))
     pad_id = tok.pad_token_id
     batches_per_epoch = math.ceil(len(tr) / a.batch_size)
     total = a.max_steps if a.max_steps > 0 else math.ceil(a.epochs * batches_per_epoch)
@@ -159,10 +194,10 @@ def main():
                 for k, e in enumerate(b):
                     lab[k, :len(e[2])] = torch.tensor(e[2])
             else:
-                lab = torch.tensor([e[2] for e in b], dtype=torch.float32)
+                lab = torch.tensor([e[2] for e in b], dtype=torch.float32 if a.task == "regression" else torch.long)
             loss = model(input_ids=ids, token_type_ids=tt, attention_mask=am, labels=lab).loss
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
             opt.step()
             sched.step()
             opt.zero_grad()
@@ -190,6 +225,15 @@ def main():
                     pred.append(p)
             result.update(precision=precision_score(truth, pred), recall=recall_score(truth, pred),
                           f1=f1_score(truth, pred), accuracy=accuracy_score(truth, pred))
+        elif a.task == "sequence-classification":
+            probs = []
+            for i in range(0, len(dv), 64):
+                b = dv[i:i + 64]
+                ids, tt, am = pad(b, pad_id)
+                probs += torch.softmax(model(input_ids=ids, token_type_ids=tt, attention_mask=am).logits.double(),
+                                       -1).tolist()
+            correct = sum(int(max(range(2), key=lambda j: p[j]) == e[2]) for p, e in zip(probs, dv))
+            result.update(accuracy=correct / len(dv))
         else:
             from scipy.stats import pearsonr, spearmanr
             ys, ps = [], []
@@ -200,8 +244,11 @@ def main():
                 ys += [e[2] for e in b]
             result.update(pearson=float(pearsonr(ps, ys)[0]), spearmanr=float(spearmanr(ps, ys)[0]))
     if a.save:
-        model.save_pretrained(a.save)
+        model.save_pretrained(a.save)  # a PeftModel writes only its adapter
         tok.save_pretrained(a.save)
+        if a.task == "sequence-classification":
+            with open(a.save + "/dev_probabilities.json", "w") as f:
+                json.dump(probs, f)
     print(json.dumps(result))
 
 
