@@ -40,6 +40,12 @@ adapter_bytes=$(stat -c %s lora/adapter_model.safetensors)
 [[ $adapter_bytes -lt $(($(stat -c %s base/model.safetensors) / 3)) ]] ||
   fail "the adapter ($adapter_bytes bytes) is not much smaller than the model"
 
+# Mixed precision and the profiler with adapters.
+"$kiln" finetune "${lora[@]}" --save-steps 0 --max-steps 2 --amp bf16 --profile-steps 1:2 --output-dir lora_amp \
+  >amp.log 2>&1 || { cat amp.log; fail "finetune --lora-r --amp bf16 --profile-steps"; }
+[[ -f lora_amp/adapter_model.safetensors ]] || fail "--amp bf16 with --lora-r saved no adapter"
+ls lora_amp/profile/trace-steps1-2-rank0.json >/dev/null 2>&1 || fail "--profile-steps with --lora-r wrote no trace"
+
 # Exact resume of an adapter run: the same adapter bit for bit.
 "$kiln" finetune "${lora[@]}" --save-steps 3 --output-dir lora_resumed --stop-after-steps 3 >r1.log 2>&1 ||
   { cat r1.log; fail "finetune --lora-r --stop-after-steps"; }
