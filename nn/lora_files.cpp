@@ -92,8 +92,10 @@ NamedTensors adapter_state_dict(const Module& model, const LoraConfig& config) {
 
 void save_adapter(const Module& model, const LoraConfig& config, const std::string& dir) {
   const NamedTensors tensors = adapter_state_dict(model, config);
+  LoraConfig written = config;  // PEFT's fan_in_fan_out: the adapted layers store (in, out) weights (GPT-2's Conv1D)
+  for (auto& [name, l] : adapted_layers(model)) written.fan_in_fan_out = written.fan_in_fan_out || l->weight_is_in_out();
   fs::create_directories(dir);
-  write_file_atomic((fs::path(dir) / "adapter_config.json").string(), config.to_json().dump(2) + "\n");
+  write_file_atomic((fs::path(dir) / "adapter_config.json").string(), written.to_json().dump(2) + "\n");
   save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors);
 }
 

@@ -77,7 +77,6 @@ TEST(LoraPeft, KilnAdaptersLoadInPeft) {
     lc.bias = name == "bert" ? "lora_only" : "all";
     lc.target_modules = name == "bert" ? std::vector<std::string>{"key", "intermediate.dense"}
                                        : std::vector<std::string>{"c_fc", "c_attn"};
-    lc.fan_in_fan_out = name == "gpt2";
     lc.task_type = name == "bert" ? "SEQ_CLS" : "CAUSAL_LM";
     nn::add_lora(*model, lc);
     {  // a trained adapter: B, biases and the head away from their start
@@ -87,6 +86,8 @@ TEST(LoraPeft, KilnAdaptersLoadInPeft) {
     }
     const std::string adapter = (root / name).string();
     nn::save_adapter(*model, lc, adapter);
+    const nn::LoraConfig written = nn::LoraConfig::from_file(adapter + "/adapter_config.json");
+    EXPECT_EQ(written.fan_in_fan_out, name == "gpt2") << "PEFT's flag for Conv1D layers";
     const std::string in = (root / (name + "-in.safetensors")).string(), out = (root / (name + "-out.safetensors")).string();
     fs::copy_file(dir + "/inputs.safetensors", in);
     testing::run_or_throw(quoted(testing::hf_python()) + " " + source_file("/tests/reference/peft_reference.py") +
