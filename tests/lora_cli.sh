@@ -107,6 +107,7 @@ expect_error "--lora-r without targets" "--lora-r needs --lora-target" \
   "$kiln" finetune --model base --train-file train.tsv --lora-r 4 --output-dir bad4
 expect_error "--freeze of nothing" "--freeze 'embedings' matches no parameter" \
   "$kiln" finetune --model base --train-file train.tsv --freeze embedings --output-dir bad5
+for d in bad1 bad2 bad3 bad4 bad5; do [[ ! -e $d ]] || fail "a refused run wrote $d"; done
 expect_error "an adapter directory as --model" "holds a LoRA adapter" \
   "$kiln" predict --model lora --input dev.tsv
 expect_error "--adapter of no directory" "no such directory" \
