@@ -239,6 +239,7 @@ TrainingRun::TrainingRun(const TrainingArguments& args, TrainTask& task, std::os
   // TrainTask (a no-op when the model is there). The optimizer holds the
   // parameter tensors, so it comes after the move.
   move_model_to_device(model_, args.device);
+  model_.set_gradient_checkpointing(args.gradient_checkpointing);  // every task's model, in one place
   optimizer_ = make_optimizer(args, model_);
   scheduler_ = std::make_unique<optim::Scheduler>(*optimizer_, make_schedule(args, warmup_, total_));
   params_ = parameters_of(model_);

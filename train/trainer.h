@@ -128,6 +128,10 @@ struct TrainingArguments {
   // and the saved model are written from CPU copies, so they do not depend on it.
   std::string device = "cpu";
   std::string amp = "none";  // none | bf16 | fp16 (autocast; fp16 adds dynamic loss scaling)
+  // Recompute every encoder/decoder layer's activations in backward instead
+  // of keeping them (Note [Gradient checkpointing in the models], nn/module.h):
+  // less memory, about one more forward per step, the same results.
+  bool gradient_checkpointing = false;
   // Data parallel: this process's rank and the number of processes (set by
   // the tool from dist::init_process_group(), not flags). Each rank trains on
   // its shard (data::DistributedSampler) with batch_size examples per step.

@@ -173,7 +173,8 @@ nlohmann::json TrainingArguments::to_json() const {
           {"logging_steps", logging_steps},
           {"device", device},
           {"world_size", world_size},
-          {"amp", amp}};
+          {"amp", amp},
+          {"gradient_checkpointing", gradient_checkpointing}};
 }
 
 }  // namespace kiln::train
