@@ -46,6 +46,11 @@
 // backward recomputes). Only the default generator is replayed: fn must not
 // draw from another Generator. fn must compute the same shapes from the same
 // inputs (kiln::Error otherwise) and is called once per backward.
+//
+// The node is a Node class of its own (as AccumulateGrad is), not an op's
+// FunctionNode made by record(): it is no op, so it is not in the op registry
+// and not in recorded_op_names() (GradCheck.RecordedOpsAreRegistered), and
+// its float64 gradient check is ActivationCheckpoint.Float64GradCheck.
 #pragma once
 
 #include <functional>
