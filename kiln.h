@@ -33,6 +33,7 @@
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/fused.h"
 #include "kiln/ops/decoder_ops.h"
+#include "kiln/ops/activation_checkpoint.h"
 
 // CUDA: streams, memory, copies (every call a clear error without the CUDA backend)
 #include "kiln/cuda/stream.h"

@@ -23,10 +23,13 @@ class NoGradGuard {
 // backward formulas run in the dtypes their forward chose.
 bool in_backward();
 
-// Marks its scope as backward (run_backward uses it; nests).
+// Marks its scope as backward (run_backward uses it; nests). With
+// active = false it marks its scope as forward instead: checkpoint()'s
+// recomputation (ops/activation_checkpoint.h) runs inside a backward but must
+// see forward behaviour (autocast) as the original forward did.
 class BackwardScope {
  public:
-  BackwardScope();
+  explicit BackwardScope(bool active = true);
   ~BackwardScope();
   BackwardScope(const BackwardScope&) = delete;
   BackwardScope& operator=(const BackwardScope&) = delete;

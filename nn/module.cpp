@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "autograd/grad_mode.h"
+#include "ops/activation_checkpoint.h"
+
 namespace kiln::nn {
 
 void Module::check_name(const std::string& name) const {
@@ -127,6 +130,19 @@ Module::LoadResult Module::load_state_dict(const std::map<std::string, Tensor>& 
 void Module::train(bool on) {
   training_ = on;
   for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::set_gradient_checkpointing(bool on) {
+  checkpointing_ = on;
+  for (auto& [n, c] : children_) c->set_gradient_checkpointing(on);
+}
+
+Tensor checkpoint_layer(const Module& layer, std::function<Tensor(const TensorList&)> fn, const TensorList& inputs,
+                        bool enabled) {
+  if (!enabled || !layer.gradient_checkpointing() || !layer.is_training() || !grad_enabled()) return fn(inputs);
+  TensorList out = checkpoint(
+      [f = std::move(fn)](const TensorList& in) { return TensorList{f(in)}; }, inputs, layer.parameters());
+  return out[0];
 }
 
 void Module::zero_grad() {

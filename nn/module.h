@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/autograd/node.h"  // TensorList
 #include "kiln/ops/ops.h"
 
 namespace kiln::nn {
@@ -43,6 +44,11 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  // Gradient checkpointing (Note [Gradient checkpointing in the models]):
+  // sets the flag on this module and every submodule, as train() does; a
+  // layer loop asks its layer through checkpoint_layer() below.
+  void set_gradient_checkpointing(bool on = true);
+  bool gradient_checkpointing() const { return checkpointing_; }
   void zero_grad();
   // Moves (and/or casts floating tensors of) every parameter and buffer.
   void to(Device device);
@@ -75,6 +81,7 @@ class Module {
   void check_name(const std::string& name) const;
 
   bool training_ = true;
+  bool checkpointing_ = false;
   std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
@@ -98,5 +105,21 @@ class Callable {
     return static_cast<const Derived&>(*this).forward(std::forward<Args>(args)...);
   }
 };
+
+// Note [Gradient checkpointing in the models]: every family's encoder or
+// decoder loop runs each layer through checkpoint_layer(). When the layer is
+// training, has gradient checkpointing on (Module::set_gradient_checkpointing,
+// what `--gradient-checkpointing` sets on the trainer's model) and grad mode
+// is on, the call is checkpoint(fn, inputs) (ops/activation_checkpoint.h,
+// Note [Activation checkpointing]): the layer keeps only its inputs, and
+// backward recomputes its activations. The layer's parameters go along as
+// checkpoint()'s `params`, so a layer whose inputs need no gradient (frozen
+// embeddings) still checkpoints and still gets its parameters' gradients.
+// Otherwise (eval, no-grad, generation with a KV cache, which callers pass
+// with enabled = false since the recomputation would append to the cache
+// twice) it is fn(inputs). fn is kept for the backward: capture the layer
+// by value (its shared_ptr), never a loop variable by reference.
+Tensor checkpoint_layer(const Module& layer, std::function<Tensor(const TensorList&)> fn, const TensorList& inputs,
+                        bool enabled = true);
 
 }  // namespace kiln::nn

@@ -14,6 +14,10 @@
 // Generation (decoders): greedy on the KV cache: one forward of the prompt
 // (B = 1, P = seq - new tokens), then `new` one-token steps, each timed
 // alone; ms_per_token is their median (no prompt cost in it).
+// --gradient-checkpointing: every layer recomputes its activations in
+// backward (Module::set_gradient_checkpointing); the training steps' memory
+// is printed as `bench family-memory model_type=T gradient_checkpointing=0|1
+// start_mib=... peak_mib=... step_peak_mib=... saved_mib=... peak_rss_mib=...` (tools/bench.h StepMemory).
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -35,6 +39,8 @@ struct FamilyBenchOptions {
   int64_t seq = 128;
   int steps = 5;
   int64_t fresh = 32;  // new tokens of the generation run
+  bool gradient_checkpointing = false;
+  bool generate = true;
 };
 
 // Random ids in [first, vocab) (first: above the special ids every family
@@ -70,20 +76,30 @@ int run_family_bench(const FamilyBenchOptions& o) {
     model = mlm;
   }
   model->train();
+  model->set_gradient_checkpointing(o.gradient_checkpointing);
   optim::AdamW opt(model->parameters(), optim::AdamWOptions{.lr = 1e-4, .weight_decay = 0.01});
-  const double step_s = median_seconds(
-      [&] {
-        opt.zero_grad();
-        loss().backward();
-        opt.step();
-      },
-      o.steps, 2);
+  StepMemory memory(kCPU);
+  auto train_step = [&] {
+    opt.zero_grad();
+    memory.forward_begin();
+    Tensor l = loss();
+    memory.forward_end();
+    l.backward();
+    opt.step();
+  };
+  train_step();
+  train_step();
+  memory.start();
+  const double step_s = median_seconds(train_step, o.steps, 0);
   const char* task = decoder ? "causal-lm" : "masked-lm";
   std::printf("bench family model_type=%s task=%s batch=%lld seq=%lld step_s=%.4f train_tokens_per_s=%.0f\n",
               mc.model_type().c_str(), task, static_cast<long long>(o.batch), static_cast<long long>(o.seq), step_s,
               static_cast<double>(o.batch * o.seq) / step_s);
-  std::fflush(stdout);
-  if (!decoder) return 0;
+  std::string keys = "model_type=";
+  keys += mc.model_type();
+  keys += o.gradient_checkpointing ? " gradient_checkpointing=1" : " gradient_checkpointing=0";
+  memory.print("family", keys);
+  if (!decoder || !o.generate) return 0;
 
   KILN_CHECK(o.fresh >= 1 && o.fresh < o.seq, "--new ", o.fresh, " must be in [1, --seq)");
   auto lm = std::dynamic_pointer_cast<nn::CausalLanguageModel>(model);
@@ -121,6 +137,9 @@ const BenchRegistrar reg("family", [](CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--steps", o->steps, "timed training steps (median)")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--new", o->fresh, "generated tokens (decoders)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_flag("--gradient-checkpointing", o->gradient_checkpointing,
+                "recompute each layer's activations in backward (less memory, more time)");
+  cmd->add_flag("!--no-generate", o->generate, "decoders: skip the generation run");
   return [o] { return run_family_bench(*o); };
 });
 

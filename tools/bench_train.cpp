@@ -23,6 +23,11 @@
 // DIR/bench-train-SHAPE.json and .txt and the table's top rows printed.
 // step_s then includes the profiler's overhead (docs/performance.md,
 // "Profiler overhead", compares the two).
+// --gradient-checkpointing: every encoder layer recomputes its activations in
+// backward (Module::set_gradient_checkpointing, as `kiln pretrain
+// --gradient-checkpointing`). Each shape also prints its memory over the
+// timed steps (tools/bench.h StepMemory):
+//   bench train-memory shape=NAME gradient_checkpointing=0|1 start_mib=.. peak_mib=.. step_peak_mib=.. saved_mib=.. peak_rss_mib=..
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -49,6 +54,7 @@ struct TrainBenchOptions {
   std::string amp = "none";  // none | bf16 | fp16 (fp16 with dynamic loss scaling), as kiln pretrain --amp
   bool profile = false;
   std::string profile_dir = "kiln-profile";
+  bool gradient_checkpointing = false;
 };
 
 int64_t default_batch(const std::string& shape) {
@@ -117,6 +123,7 @@ int run_train_bench(const TrainBenchOptions& o) {
     nn::BertForMaskedLM model(c);
     if (!device.is_cpu()) model.to(device);  // before the optimizer, which holds the parameter tensors
     model.train();
+    model.set_gradient_checkpointing(o.gradient_checkpointing);
     optim::AdamW opt(optim::param_groups_no_decay(model, 0.01), optim::AdamWOptions{.lr = 1e-4});
     auto dataset = std::make_shared<RandomTokens>(c.vocab_size, o.seq);
     data::DataLoader<data::PretrainingExample, data::PretrainingBatch> loader(
@@ -130,15 +137,18 @@ int run_train_bench(const TrainBenchOptions& o) {
     so.enabled = o.amp == "fp16";
     optim::GradScaler scaler(so);
     int64_t masked = 0;
+    StepMemory memory(device);
     auto step = [&] {
       profiler::RecordScope span("step", profiler::Category::Step);
       data::PretrainingBatch b = *loader.next();
       opt.zero_grad();
       nn::MaskedLMOutput out;
+      memory.forward_begin();
       {
         AutocastGuard autocast(amp_dtype, amp);
         out = model.forward(b.input_ids, b.attention_mask, b.token_type_ids, b.labels);
       }
+      memory.forward_end();
       scaler.scale(out.loss).backward();
       scaler.step(opt);
       scaler.update();
@@ -149,6 +159,7 @@ int run_train_bench(const TrainBenchOptions& o) {
     step();
     const double wait0 = loader.wait_seconds();
     masked = 0;
+    memory.start();
     const auto t0 = std::chrono::steady_clock::now();
     std::optional<profiler::Profile> profile;
     if (o.profile) profile.emplace();
@@ -175,7 +186,10 @@ int run_train_bench(const TrainBenchOptions& o) {
                 static_cast<long long>(batch), static_cast<long long>(o.seq), t, tokens / t);
     std::printf("bench train-detail shape=%s model_gflop=%.2f gemm_peak_gflops=%.1f mfu=%.3f loader_wait=%.4f\n",
                 shape.c_str(), flop / 1e9, peak, flop / t / 1e9 / peak, wait);
-    std::fflush(stdout);
+    std::string keys = "shape=";
+    keys += shape;
+    keys += o.gradient_checkpointing ? " gradient_checkpointing=1" : " gradient_checkpointing=0";
+    memory.print("train", keys);
   }
   return 0;
 }
@@ -195,6 +209,8 @@ const BenchRegistrar reg("train", [](CLI::App& bench) {
   cmd->add_flag("--profile", o->profile, "profile the timed steps: Chrome trace and key_averages table");
   cmd->add_option("--profile-dir", o->profile_dir, "where --profile writes (created; no file is replaced)")
       ->capture_default_str();
+  cmd->add_flag("--gradient-checkpointing", o->gradient_checkpointing,
+                "recompute each encoder layer's activations in backward (less memory, more time)");
   return [o] { return run_train_bench(*o); };
 });
 

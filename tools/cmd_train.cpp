@@ -128,6 +128,10 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
   cmd->add_option("--device", a.device, "cpu or cuda[:N]")->capture_default_str();
   cmd->add_option("--amp", a.amp, "mixed precision: none, bf16 or fp16 (fp16 with dynamic loss scaling)")
       ->capture_default_str();
+  if (training)
+    cmd->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
+                  "recompute each layer's activations in backward instead of keeping them: less memory, "
+                  "about one more forward per step, the same results");
   cmd->add_option("--output-dir", a.output_dir,
                   training ? "where checkpoints, metrics and the final model go (required)"
                            : "also write eval_results.json here");

@@ -270,6 +270,7 @@ TrainingRun::TrainingRun(const TrainingArguments& args, TrainTask& task, std::os
   // parameter tensors, so it comes after the move.
   move_model_to_device(model_, args.device);
   choose_trainable_parameters();
+  model_.set_gradient_checkpointing(args.gradient_checkpointing);  // every task's model, in one place
   optimizer_ = make_optimizer(args, model_);
   scheduler_ = std::make_unique<optim::Scheduler>(*optimizer_, make_schedule(args, warmup_, total_));
   params_ = trainable_parameters_of(model_);

@@ -151,6 +151,10 @@ struct TrainingArguments {
   // finetune --lora-r's output) applied to --model; its config.json, when it
   // has one, names the fine-tuned head's labels.
   std::string adapter;
+  // Recompute every encoder/decoder layer's activations in backward instead
+  // of keeping them (Note [Gradient checkpointing in the models], nn/module.h):
+  // less memory, about one more forward per step, the same results.
+  bool gradient_checkpointing = false;
   // Data parallel: this process's rank and the number of processes (set by
   // the tool from dist::init_process_group(), not flags). Each rank trains on
   // its shard (data::DistributedSampler) with batch_size examples per step.

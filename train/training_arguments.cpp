@@ -194,7 +194,8 @@ nlohmann::json TrainingArguments::to_json() const {
           {"lora_modules_to_save", lora_modules_to_save},
           {"lora_bias", lora_bias},
           {"lora_rslora", lora_rslora},
-          {"adapter", adapter}};
+          {"adapter", adapter},
+          {"gradient_checkpointing", gradient_checkpointing}};
 }
 
 }  // namespace kiln::train

@@ -123,7 +123,8 @@ BertEncoder::BertEncoder(const BertConfig& c) {
 
 Tensor BertEncoder::forward(const Tensor& x, const Tensor& mask_bias) const {
   Tensor h = x;
-  for (const auto& l : layer->items) h = l->forward(h, mask_bias);
+  for (const auto& l : layer->items)  // Note [Gradient checkpointing in the models]
+    h = checkpoint_layer(*l, [l](const TensorList& in) { return l->forward(in[0], in[1]); }, {h, mask_bias});
   return h;
 }
 

@@ -112,7 +112,10 @@ Tensor GPT2Model::hidden(const Tensor& ids, const Tensor& attention_mask, KVCach
                             TensorOptions(DType::Int64, ids.device()))
                          .reshape({1, T});                                     // (1, T)
   Tensor x = drop->forward(add(wte->forward(ids), wpe->forward(pos)));        // (B, T, C)
-  for (const auto& block : h->items) x = block->forward(x, mask_bias, cache);
+  for (const auto& block : h->items)  // Note [Gradient checkpointing in the models]; never with a KV cache
+    x = checkpoint_layer(
+        *block, [block, cache](const TensorList& in) { return block->forward(in[0], in[1], cache); }, {x, mask_bias},
+        cache == nullptr);
   return ln_f->forward(x);
 }
 

@@ -129,7 +129,10 @@ Tensor LlamaModel::hidden(const Tensor& ids, const Tensor& attention_mask, KVCac
   }
   const auto [cos, sin] = rotary_tables(config, start, T, S, TensorOptions(like.dtype(), like.device()));
   Tensor x = embed_tokens->forward(ids);  // (B, T, C)
-  for (const auto& layer : layers->items) x = layer->forward(x, mask, cos, sin, cache);
+  for (const auto& layer : layers->items)  // Note [Gradient checkpointing in the models]; never with a KV cache
+    x = checkpoint_layer(
+        *layer, [layer, cache](const TensorList& in) { return layer->forward(in[0], in[1], in[2], in[3], cache); },
+        {x, mask, cos, sin}, cache == nullptr);
   return norm->forward(x);
 }
 

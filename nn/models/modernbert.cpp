@@ -113,15 +113,15 @@ EncoderOutputs ModernBertModel::forward(const Tensor& ids, const Tensor& attenti
   Tensor window, local_cos, local_sin;
   Tensor x = embeddings->forward(ids);  // (B, T, C)
   for (const auto& layer : layers->items) {
-    if (layer->global) {
-      x = layer->forward(x, key_bias, cos, sin);
-      continue;
-    }
-    if (!window.defined()) {
+    if (!layer->global && !window.defined()) {
       window = local_mask(key_bias, B, T, config.local_attention / 2, like);
       std::tie(local_cos, local_sin) = local_rope->tables(0, T, opts);
     }
-    x = layer->forward(x, window, local_cos, local_sin);
+    const TensorList in =
+        layer->global ? TensorList{x, key_bias, cos, sin} : TensorList{x, window, local_cos, local_sin};
+    // Note [Gradient checkpointing in the models]
+    x = checkpoint_layer(
+        *layer, [layer](const TensorList& a) { return layer->forward(a[0], a[1], a[2], a[3]); }, in);
   }
   return {final_norm->forward(x), Tensor()};
 }
