@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -55,36 +56,86 @@ double median_seconds(F&& fn, int reps, int warmup = 1) {
 //     reset, so run one configuration per process).
 // Prints `bench NAME-memory KEYS start_mib=... peak_mib=... step_peak_mib=...
 // saved_mib=... peak_rss_mib=...`.
+// With enable_phases() (`--memory`), the step marks its phases
+// (phase_begin(Forward), (Backward), (Optimizer), phase_end()) and each
+// phase's peaks are taken on their own: the allocator's peak reset at the
+// phase's start, and the resident peak too (VmHWM of /proc/self/status,
+// reset by writing 5 to /proc/self/clear_refs; rss_reset=0 where Linux
+// refuses, the peak then being the process's). A second line prints them:
+// `bench NAME-memory-phases KEYS forward_peak_mib=... forward_peak_rss_mib=...
+// backward_... optimizer_... rss_reset=0|1` (the largest over the steps).
 class StepMemory {
  public:
+  enum Phase { Forward, Backward, Optimizer, kPhases };
   explicit StepMemory(Device device) : device_(device) {}
+  void enable_phases() { phases_ = true; }
   void start() {
-    if (device_.is_cpu()) cpu_reset_peak_memory_stats();
-    else cuda::reset_peak_memory_stats(device_.index);
+    reset_allocator_peak();
     start_ = allocated();
     saved_ = 0;
+    overall_peak_ = 0;
   }
   void forward_begin() { before_forward_ = allocated(); }
   void forward_end() { saved_ = std::max(saved_, allocated() - std::min(allocated(), before_forward_)); }
+  void phase_begin(Phase p) {
+    if (!phases_) return;
+    phase_end();
+    current_ = p;
+    reset_allocator_peak();
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.flush();
+    rss_reset_ = static_cast<bool>(clear);
+  }
+  void phase_end() {
+    if (!phases_ || current_ == kPhases) return;
+    const std::size_t peak = allocator_peak();
+    overall_peak_ = std::max(overall_peak_, peak);
+    alloc_peak_[current_] = std::max(alloc_peak_[current_], peak);
+    rss_peak_[current_] = std::max(rss_peak_[current_], resident_peak());
+    current_ = kPhases;
+  }
   void print(const char* name, const std::string& keys) const {
-    const std::size_t peak = device_.is_cpu() ? cpu_memory_stats().peak_allocated_bytes
-                                              : cuda::memory_stats(device_.index).peak_allocated_bytes;
+    const std::size_t peak = phases_ ? overall_peak_ : allocator_peak();
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
-    const double mib = 1024.0 * 1024.0;
     std::printf("bench %s-memory %s start_mib=%.1f peak_mib=%.1f step_peak_mib=%.1f saved_mib=%.1f peak_rss_mib=%.1f\n",
-                name, keys.c_str(), static_cast<double>(start_) / mib, static_cast<double>(peak) / mib,
-                static_cast<double>(peak - std::min(peak, start_)) / mib, static_cast<double>(saved_) / mib,
+                name, keys.c_str(), mib(start_), mib(peak), mib(peak - std::min(peak, start_)), mib(saved_),
                 static_cast<double>(ru.ru_maxrss) / 1024.0);
+    if (phases_) {
+      std::printf("bench %s-memory-phases %s", name, keys.c_str());
+      const char* names[kPhases] = {"forward", "backward", "optimizer"};
+      for (int p = 0; p < kPhases; ++p)
+        std::printf(" %s_peak_mib=%.1f %s_peak_rss_mib=%.1f", names[p], mib(alloc_peak_[p]), names[p], mib(rss_peak_[p]));
+      std::printf(" rss_reset=%d\n", rss_reset_ ? 1 : 0);
+    }
     std::fflush(stdout);
   }
 
  private:
+  static double mib(std::size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
   std::size_t allocated() const {
     return device_.is_cpu() ? detail::cpu_memory_usage().first : cuda::memory_stats(device_.index).allocated_bytes;
   }
+  std::size_t allocator_peak() const {
+    return device_.is_cpu() ? cpu_memory_stats().peak_allocated_bytes
+                            : cuda::memory_stats(device_.index).peak_allocated_bytes;
+  }
+  void reset_allocator_peak() const {
+    if (device_.is_cpu()) cpu_reset_peak_memory_stats();
+    else cuda::reset_peak_memory_stats(device_.index);
+  }
+  static std::size_t resident_peak() {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
+    return 0;
+  }
   Device device_;
-  std::size_t start_ = 0, before_forward_ = 0, saved_ = 0;
+  std::size_t start_ = 0, before_forward_ = 0, saved_ = 0, overall_peak_ = 0;
+  bool phases_ = false, rss_reset_ = false;
+  Phase current_ = kPhases;
+  std::size_t alloc_peak_[kPhases] = {}, rss_peak_[kPhases] = {};
 };
 
 }  // namespace kiln::tools

@@ -28,6 +28,11 @@
 // --gradient-checkpointing`). Each shape also prints its memory over the
 // timed steps (tools/bench.h StepMemory):
 //   bench train-memory shape=NAME gradient_checkpointing=0|1 start_mib=.. peak_mib=.. step_peak_mib=.. saved_mib=.. peak_rss_mib=..
+// --memory adds each phase's own peaks (forward, backward, optimizer; the
+// allocator's and the resident set's), bench/memory_torch.py the same for
+// transformers + PyTorch: `bench train-memory-phases ...`.
+// --freeze PATTERN (nn::freeze) and --lora-r R [--lora-target ...]
+// (nn::add_lora): a step of a partly frozen model (Note [Frozen parameters]).
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -55,6 +60,10 @@ struct TrainBenchOptions {
   bool profile = false;
   std::string profile_dir = "kiln-profile";
   bool gradient_checkpointing = false;
+  bool memory = false;                // per-phase peaks (StepMemory::enable_phases)
+  std::vector<std::string> freeze;    // nn::freeze patterns (Note [Frozen parameters])
+  int64_t lora_r = 0;                 // > 0: LoRA adapters on lora_target (Note [LoRA])
+  std::vector<std::string> lora_target{"query", "value"};
 };
 
 int64_t default_batch(const std::string& shape) {
@@ -124,6 +133,14 @@ int run_train_bench(const TrainBenchOptions& o) {
     if (!device.is_cpu()) model.to(device);  // before the optimizer, which holds the parameter tensors
     model.train();
     model.set_gradient_checkpointing(o.gradient_checkpointing);
+    if (!o.freeze.empty()) nn::freeze(model, o.freeze, "--freeze");
+    if (o.lora_r > 0) {
+      nn::LoraConfig lc;
+      lc.r = o.lora_r;
+      lc.lora_alpha = 2.0 * static_cast<double>(o.lora_r);
+      lc.target_modules = o.lora_target;
+      nn::add_lora(model, lc);
+    }
     optim::AdamW opt(optim::param_groups_no_decay(model, 0.01), optim::AdamWOptions{.lr = 1e-4});
     auto dataset = std::make_shared<RandomTokens>(c.vocab_size, o.seq);
     data::DataLoader<data::PretrainingExample, data::PretrainingBatch> loader(
@@ -138,20 +155,25 @@ int run_train_bench(const TrainBenchOptions& o) {
     optim::GradScaler scaler(so);
     int64_t masked = 0;
     StepMemory memory(device);
+    if (o.memory) memory.enable_phases();
     auto step = [&] {
       profiler::RecordScope span("step", profiler::Category::Step);
       data::PretrainingBatch b = *loader.next();
       opt.zero_grad();
       nn::MaskedLMOutput out;
+      memory.phase_begin(StepMemory::Forward);
       memory.forward_begin();
       {
         AutocastGuard autocast(amp_dtype, amp);
         out = model.forward(b.input_ids, b.attention_mask, b.token_type_ids, b.labels);
       }
       memory.forward_end();
+      memory.phase_begin(StepMemory::Backward);
       scaler.scale(out.loss).backward();
+      memory.phase_begin(StepMemory::Optimizer);
       scaler.step(opt);
       scaler.update();
+      memory.phase_end();
       masked += out.logits.size(0);
       sync(device);
     };
@@ -189,6 +211,11 @@ int run_train_bench(const TrainBenchOptions& o) {
     std::string keys = "shape=";
     keys += shape;
     keys += o.gradient_checkpointing ? " gradient_checkpointing=1" : " gradient_checkpointing=0";
+    if (!o.freeze.empty()) keys += " frozen=1";
+    if (o.lora_r > 0) {
+      keys += " lora_r=";
+      keys += std::to_string(o.lora_r);
+    }
     memory.print("train", keys);
   }
   return 0;
@@ -209,6 +236,12 @@ const BenchRegistrar reg("train", [](CLI::App& bench) {
   cmd->add_flag("--profile", o->profile, "profile the timed steps: Chrome trace and key_averages table");
   cmd->add_option("--profile-dir", o->profile_dir, "where --profile writes (created; no file is replaced)")
       ->capture_default_str();
+  cmd->add_flag("--memory", o->memory,
+                "peak allocator and resident bytes of each phase (forward, backward, optimizer) on their own");
+  cmd->add_option("--freeze", o->freeze, "freeze the parameters a regular expression finds (e.g. '^bert\\.': all but "
+                                         "the MLM head); repeatable");
+  cmd->add_option("--lora-r", o->lora_r, "LoRA adapters of this rank on --lora-target, the rest frozen");
+  cmd->add_option("--lora-target", o->lora_target, "layers LoRA adapts")->delimiter(',')->capture_default_str();
   cmd->add_flag("--gradient-checkpointing", o->gradient_checkpointing,
                 "recompute each encoder layer's activations in backward (less memory, more time)");
   return [o] { return run_train_bench(*o); };
