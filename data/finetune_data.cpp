@@ -322,6 +322,12 @@ void assign_class_labels(LabeledDataset& ds, const std::vector<std::string>& lab
   if (!given.empty()) {
     ds.label_set = given;
     for (size_t i = 0; i < ds.label_set.size(); ++i) ids.emplace(trim(ds.label_set[i]), static_cast<int32_t>(i));
+    // transformers' default names (LABEL_0, LABEL_1, ...: a model trained on integer labels, as run_glue
+    // leaves them, or a PEFT adapter's head) take the integer labels as their ids
+    bool defaults = true;
+    for (size_t i = 0; i < given.size() && defaults; ++i) defaults = trim(given[i]) == "LABEL_" + std::to_string(i);
+    if (defaults)
+      for (size_t i = 0; i < given.size(); ++i) ids.emplace(std::to_string(i), static_cast<int32_t>(i));
   } else if (std::all_of(labels.begin(), labels.end(), is_small_uint) && !labels.empty()) {
     int32_t max_label = 0;
     for (const std::string& l : labels) max_label = std::max(max_label, static_cast<int32_t>(std::stoi(l)));

@@ -87,12 +87,13 @@ ExportSpec bert_export_spec(const nn::Module& model, const std::string& task, bo
 }
 
 std::shared_ptr<nn::Module> load_bert_for_export(const std::string& dir, std::string& task, const std::string& adapter) {
-  std::error_code ec;
-  const std::string config_dir =
-      !adapter.empty() && std::filesystem::is_regular_file(std::filesystem::path(adapter) / "config.json", ec) ? adapter : dir;
-  const ModelConfig config = nn::load_model_config(config_dir);
+  const std::string config_dir = adapter.empty() ? dir : adapter;  // in messages
+  // With an adapter, its task model's (nn::adapter_task_config)
+  const ModelConfig config =
+      adapter.empty() ? nn::load_model_config(dir) : nn::adapter_task_config(nn::load_model_config(dir), adapter);
   if (task.empty()) {  // a fine-tuned classifier's or a decoder's own head; else the embeddings
-    const std::string own = nn::task_name_of(config_dir);
+    const std::optional<nn::ModelTask> t = nn::task_of(config);
+    const std::string own = t ? nn::ModelFamily::task_name(*t) : "";
     task = own == "sequence-classification" || own == "token-classification" || own == "causal-lm" ? own : "embed";
   }
   std::shared_ptr<nn::Module> m;

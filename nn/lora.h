@@ -56,6 +56,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/nn/layers.h"
+#include "kiln/nn/model_config.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
@@ -136,5 +137,14 @@ void save_adapter(const Module& model, const LoraConfig& config, const std::stri
 LoraConfig load_adapter(Module& model, const std::string& dir, const std::string& base_prefix = "");
 // Whether dir holds an adapter (adapter_config.json).
 bool is_adapter_dir(const std::string& dir);
+
+// The config of the task model an adapter directory was trained on: its own
+// config.json when it has one (kiln finetune --lora-r writes the head's
+// labels there); else, for a PEFT adapter of task_type SEQ_CLS or TOKEN_CLS,
+// `base` with the family's head class in architectures and as many labels as
+// the saved head has rows (the smallest head weight saved under "classifier"
+// or "score": RoBERTa's out_proj, not its dense), named LABEL_0, LABEL_1, ...
+// as transformers names them; else `base`.
+ModelConfig adapter_task_config(const ModelConfig& base, const std::string& adapter_dir);
 
 }  // namespace kiln::nn

@@ -21,6 +21,7 @@
 #include "core/file_util.h"
 #include "nn/hf_checkpoint.h"
 #include "nn/lora.h"
+#include "nn/model_family.h"
 
 namespace kiln::nn {
 namespace fs = std::filesystem;
@@ -102,6 +103,36 @@ void save_adapter(const Module& model, const LoraConfig& config, const std::stri
 bool is_adapter_dir(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(fs::path(dir) / "adapter_config.json", ec);
+}
+
+ModelConfig adapter_task_config(const ModelConfig& base, const std::string& dir) {
+  const fs::path own = fs::path(dir) / "config.json";
+  std::error_code ec;
+  if (fs::is_regular_file(own, ec)) return ModelConfig::from_json_file(own.string());
+  const LoraConfig c = LoraConfig::from_file((fs::path(dir) / "adapter_config.json").string());
+  const bool seq = c.task_type == "SEQ_CLS", tok = c.task_type == "TOKEN_CLS";
+  const fs::path weights = fs::path(dir) / "adapter_model.safetensors";
+  if ((!seq && !tok) || !fs::is_regular_file(weights, ec)) return base;
+  int64_t labels = 0;
+  for (auto& [name, t] : load_safetensors(weights.string())) {
+    const std::string k = kiln_name(name);
+    if ((k.rfind("classifier.", 0) == 0 || k.rfind("score.", 0) == 0) && ends_with(k, ".weight") && t.dim() == 2)
+      labels = labels == 0 ? t.size(0) : std::min(labels, t.size(0));
+  }
+  KILN_CHECK(labels > 0, dir, ": a ", c.task_type, " adapter without config.json and without its head's weights "
+             "(modules_to_save classifier): the number of labels is unknown");
+  const ModelTask task = seq ? ModelTask::SequenceClassification : ModelTask::TokenClassification;
+  const std::string arch = model_family(base.model_type()).architecture(task);
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (int64_t i = 0; i < labels; ++i) {
+    std::string n = "LABEL_";
+    n += std::to_string(i);
+    id2label[std::to_string(i)] = n;
+    label2id[n] = i;
+  }
+  return base.with_field("architectures", nlohmann::json::array({arch}).dump())
+      .with_field("id2label", id2label.dump())
+      .with_field("label2id", label2id.dump());
 }
 
 LoraConfig load_adapter(Module& model, const std::string& dir, const std::string& base_prefix) {

@@ -212,6 +212,14 @@ TEST(FinetuneData, TsvErrorsNameFileAndLine) {
   strict.label_set = {"0", "1"};
   const std::string three = files.write("three.tsv", "sentence\tlabel\na\t0\nb\t2\n");
   EXPECT_KILN_ERROR(read_labeled_file(three, strict), "three.tsv:3", "label \"2\" is not in the label set {0, 1}");
+  // transformers' default names take integer labels as their ids (a PEFT adapter's head, run_glue's models)
+  LabeledFileOptions defaults;
+  defaults.label_set = {"LABEL_0", "LABEL_1", "LABEL_2"};
+  const LabeledDataset d = read_labeled_file(three, defaults);
+  EXPECT_EQ(d.examples[0].label, 0);
+  EXPECT_EQ(d.examples[1].label, 2);
+  defaults.label_set = {"LABEL_0", "LABEL_1"};
+  EXPECT_KILN_ERROR(read_labeled_file(three, defaults), "three.tsv:3", "label \"2\" is not in the label set");
 }
 
 // Note [Bounded input]: a FIFO blocked read_labeled_file in open() until some writer came.

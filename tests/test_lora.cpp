@@ -261,6 +261,23 @@ TEST(Lora, AdapterFilesRoundTripWithPeftNames) {
   EXPECT_TRUE(bitwise_equal(logits_of(other, ids), logits_of(base, ids)));
 }
 
+// A PEFT classifier adapter has no config.json: its head's rows give the labels.
+TEST(Lora, PeftClassifierAdapterNamesItsTaskModel) {
+  const fs::path dir = testing::fresh_dir("lora", "task");
+  manual_seed(18);
+  nn::BertForSequenceClassification m(tiny_bert(), 3);
+  nn::add_lora(m, lora({"query"}));
+  nn::save_adapter(m, lora({"query"}), dir.string());
+  const ModelConfig base(tiny_bert());
+  const ModelConfig task = nn::adapter_task_config(base, dir.string());
+  EXPECT_EQ(task.architectures(), std::vector<std::string>{"BertForSequenceClassification"});
+  EXPECT_EQ(task.id2label(), (std::vector<std::string>{"LABEL_0", "LABEL_1", "LABEL_2"}));
+  nn::LoraConfig plain = lora({"query"});
+  plain.task_type = "";
+  nn::save_adapter(m, plain, (dir / "plain").string());
+  EXPECT_EQ(nn::adapter_task_config(base, (dir / "plain").string()).architectures(), base.architectures());
+}
+
 TEST(Lora, BadAdaptersAreOneClearErrorAndChangeNothing) {
   const fs::path root = testing::fresh_dir("lora", "bad");
   manual_seed(17);

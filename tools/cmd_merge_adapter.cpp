@@ -36,9 +36,10 @@ int run_merge(const MergeCommand& c) {
   for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json"})
     KILN_CHECK(!fs::exists(fs::path(c.output) / name, ec), "--output ", c.output, " already holds ", name,
                "; choose an empty or new directory (kiln never replaces a model)");
-  // The task model: the adapter's config.json names its head and labels (kiln writes one), else the base's.
-  const std::string config_dir = fs::is_regular_file(fs::path(c.adapter) / "config.json", ec) ? c.adapter : c.model;
-  const ModelConfig config = nn::load_model_config(config_dir);
+  // The task model: the adapter's config.json names its head and labels (kiln writes one), else a PEFT
+  // classifier adapter's head on the base's config, else the base's (nn::adapter_task_config).
+  const std::string config_dir = c.adapter;  // in messages
+  const ModelConfig config = nn::adapter_task_config(nn::load_model_config(c.model), c.adapter);
   const nn::ModelTask task = nn::task_of(config).value_or(nn::ModelTask::Base);
   const bool classifier = task == nn::ModelTask::SequenceClassification || task == nn::ModelTask::TokenClassification;
   const int64_t labels = classifier ? static_cast<int64_t>(config.id2label(config_dir + "/config.json").size()) : 2;

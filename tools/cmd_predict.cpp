@@ -114,7 +114,7 @@ int run_predict(PredictCommand& c) {
     KILN_CHECK(c.overwrite || !fs::exists(c.output, ec), "--output ", c.output,
                " exists; give --overwrite to replace it");
   }
-  const std::string kind = nn::task_name_of(train::task_config_dir(a));  // an adapter's head, with --adapter
+  const std::string kind = train::task_name_of(a);  // an adapter's head, with --adapter
   KILN_CHECK(kind == "sequence-classification" || kind == "token-classification", a.model,
              " is not a fine-tuned classifier (its config.json's architectures name neither a "
              "*ForSequenceClassification nor a *ForTokenClassification of its family)");

@@ -323,7 +323,7 @@ int run_evaluate(TrainCommand& c) {
   KILN_CHECK(!a.validation_file.empty(), "--validation-file is required");
   const std::string ext = fs::path(a.validation_file).extension().string();
   // A fine-tuned model's own task; else the file decides (labelled table: classification; text: masked LM).
-  const std::string own = nn::task_name_of(train::task_config_dir(a));  // an adapter's head, with --adapter
+  const std::string own = train::task_name_of(a);  // an adapter's head, with --adapter
   const bool finetuned = own == "sequence-classification" || own == "token-classification";
   const bool decoder = own == "causal-lm" || a.task == "causal-lm";
   const bool labelled = finetuned || ext == ".tsv" || ext == ".csv" || ext == ".jsonl";

@@ -88,7 +88,7 @@ ClassificationTask::ClassificationTask(const TrainingArguments& args, std::ostre
   pad_id_ = pad;
 
   const std::string config_dir = task_config_dir(args);  // the adapter's, with --adapter
-  const ModelConfig base = nn::load_model_config(config_dir);
+  const ModelConfig base = task_model_config(args);
   const std::string config_path = config_dir + "/config.json";
   // Ids past the embedding matrix would only fail deep inside the first step.
   check_vocab_matches(base, tokenizer_->vocab_size(), config_path);

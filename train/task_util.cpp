@@ -11,6 +11,7 @@
 #include "data/tokenizer/pipeline_tokenizer.h"
 #include "data/tokenizer/tokenizer_config.h"
 #include "nn/lora.h"
+#include "nn/auto.h"
 #include "ops/ops.h"
 #include "train/trainer.h"
 
@@ -115,7 +116,18 @@ std::string task_config_dir(const TrainingArguments& args) {
   KILN_CHECK(nn::is_adapter_dir(args.adapter), "--adapter ", args.adapter,
              ": no adapter_config.json (not a LoRA adapter directory)");
   (void)nn::LoraConfig::from_file((fs::path(args.adapter) / "adapter_config.json").string());  // its errors first
-  return fs::is_regular_file(fs::path(args.adapter) / "config.json", ec) ? args.adapter : args.model;
+  return args.adapter;
+}
+
+ModelConfig task_model_config(const TrainingArguments& args) {
+  const ModelConfig base = nn::load_model_config(args.model);
+  return args.adapter.empty() ? base : nn::adapter_task_config(base, task_config_dir(args));
+}
+
+std::string task_name_of(const TrainingArguments& args) {
+  (void)nn::model_type_of(args.model);  // an unsupported family is that error
+  const std::optional<nn::ModelTask> t = nn::task_of(task_model_config(args));
+  return t ? nn::ModelFamily::task_name(*t) : "";
 }
 
 void apply_adapter(nn::Module& model, const TrainingArguments& args, std::ostream& out) {

@@ -56,12 +56,16 @@ void check_max_seq_length(int64_t max_seq_length, const ModelConfig& config);
 // device in a build without CUDA.
 void move_model_to_device(nn::Module& model, const std::string& device);
 
-// --adapter (TrainingArguments::adapter): the directory whose config.json
-// describes the task model (the adapter's, when it has one: kiln finetune
-// --lora-r writes the fine-tuned head's labels there), and the adapter
-// applied to a model built from --model (nn::load_adapter; nothing without
-// --adapter).
+// --adapter (TrainingArguments::adapter): the task model's config
+// (nn::adapter_task_config: the adapter's config.json, which kiln finetune
+// --lora-r writes with the head's labels, or a PEFT classifier adapter's head
+// on --model's config; --model's without --adapter), the directory named in
+// messages about it, and the adapter applied to a model built from --model
+// (nn::load_adapter; nothing without --adapter).
+ModelConfig task_model_config(const TrainingArguments& args);
 std::string task_config_dir(const TrainingArguments& args);
+// nn::task_of(task_model_config(args)) as the CLI's task names ("" for none).
+std::string task_name_of(const TrainingArguments& args);
 void apply_adapter(nn::Module& model, const TrainingArguments& args, std::ostream& out);
 
 // The device of a model's first parameter (CPU for a model without any).

@@ -71,7 +71,7 @@ TokenClassificationTask::TokenClassificationTask(const TrainingArguments& args, 
   pad_id_ = pad;
 
   const std::string config_path = task_config_dir(args) + "/config.json";  // the adapter's, with --adapter
-  const ModelConfig base = nn::load_model_config(task_config_dir(args));
+  const ModelConfig base = task_model_config(args);
   check_vocab_matches(base, tokenizer_->vocab_size(), config_path);
   check_max_seq_length(args.max_seq_length, base);
   // the family's class: BertForTokenClassification, RobertaForTokenClassification, ...

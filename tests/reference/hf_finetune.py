@@ -8,7 +8,7 @@ fine-tunes a model with transformers and PyTorch on the same recipe as
     (run_ner's recipe); seqeval entity P/R/F1 on the words.
   regression: GLUE STS-B TSV without header (sentence 1, sentence 2, score in
     columns 8-10); MSE loss, Pearson and Spearman (scipy), as run_glue.
-  sequence-classification: GLUE SST-2 TSV with a header (sentence, label);
+  sequence-classification: GLUE SST-2 TSV with a header (label and a text column);
     dev accuracy.
 
 With --lora-r R: LoRA adapters by PEFT (task_type SEQ_CLS or TOKEN_CLS, so
@@ -61,12 +61,12 @@ def read_conll(path, limit):
 
 
 def read_sst2(path, limit):
-    rows = []
-    for i, line in enumerate(open(path, encoding="utf-8")):
-        f = line.rstrip("\n").split("\t")
-        if i == 0 and f[-1] == "label":
-            continue
-        rows.append((f[0], None, int(f[1])))
+    """A header line naming "label" and the text column (sentence, content: any other name)."""
+    lines = open(path, encoding="utf-8").read().splitlines()
+    header = lines[0].split("\t")
+    label = header.index("label")
+    text = 1 - label
+    rows = [(f[text], None, int(f[label])) for f in (l.split("\t") for l in lines[1:] if l)]
     return rows[:limit] if limit else rows
 
 

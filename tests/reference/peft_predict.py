@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A LoRA adapter directory (kiln's or PEFT's) on its base model, run by PEFT
 0.10 + transformers: the softmax probabilities of every sentence of an SST-2
-style TSV (header: sentence, label), as one JSON list (bench/lora_sst2.sh).
+style TSV (a header naming label and the text column), as one JSON list (bench/lora_sst2.sh).
 
     peft_predict.py --model BASE --adapter DIR --dev dev.tsv
 (run with .venv-hf/bin/python)"""
@@ -24,8 +24,9 @@ def main():
     tok = AutoTokenizer.from_pretrained(a.model)
     model = PeftModel.from_pretrained(BertForSequenceClassification.from_pretrained(a.model, num_labels=2), a.adapter)
     model.eval()
-    lines = open(a.dev, encoding="utf-8").read().splitlines()[1:]
-    sentences = [l.split("\t")[0] for l in lines if l]
+    lines = open(a.dev, encoding="utf-8").read().splitlines()
+    text = 1 - lines[0].split("\t").index("label")  # the header names label and the text column
+    sentences = [l.split("\t")[text] for l in lines[1:] if l]
     probs = []
     with torch.no_grad():
         for i in range(0, len(sentences), 64):
