@@ -151,9 +151,11 @@ std::vector<std::string> add_lora(Module& model, const LoraConfig& config) {
     for (auto& [n, p] : model.named_parameters())
       if (ends_with(n, ".bias") || n == "bias") Tensor(p).set_requires_grad(true);
   const std::vector<std::string> saved = config.saved_modules();
-  for (auto& [name, m] : model.named_modules())
+  for (const auto& entry : model.named_modules()) {
+    const std::string& name = entry.first;  // (clang 14 captures no structured binding)
     if (std::any_of(saved.begin(), saved.end(), [&](const std::string& t) { return ends_with(name, t); }))
-      for (auto& [n, p] : m->named_parameters()) Tensor(p).set_requires_grad(true);
+      for (auto& [n, p] : entry.second->named_parameters()) Tensor(p).set_requires_grad(true);
+  }
   return names;
 }
 

@@ -85,9 +85,11 @@ NamedTensors adapter_state_dict(const Module& model, const LoraConfig& config) {
       else if (config.bias == "all") put(name, p);
     }
   const std::vector<std::string> saved = config.saved_modules();
-  for (auto& [mname, m] : model.named_modules())
+  for (const auto& entry : model.named_modules()) {
+    const std::string& mname = entry.first;  // (clang 14 captures no structured binding)
     if (std::any_of(saved.begin(), saved.end(), [&](const std::string& t) { return ends_with(mname, t); }))
-      for (auto& [n, p] : m->named_parameters()) put(mname + "." + n, p);
+      for (auto& [n, p] : entry.second->named_parameters()) put(mname + "." + n, p);
+  }
   return out;
 }
 
