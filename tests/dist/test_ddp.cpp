@@ -12,6 +12,7 @@
 
 #include "../cuda_test_util.h"
 #include "../test_util.h"
+#include "../tiny_models.h"
 #include "data/sampler.h"
 #include "cuda/cuda.h"
 #include "dist/ddp.h"
@@ -30,15 +31,8 @@ constexpr int64_t kVocab = 50;
 constexpr int kSteps = 5;
 
 BertConfig tiny_config() {
-  BertConfig c;
+  BertConfig c = kiln::testing::tiny_bert_config();
   c.vocab_size = kVocab;
-  c.hidden_size = 16;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 32;
-  c.max_position_embeddings = 24;
-  c.hidden_dropout_prob = 0.0;
-  c.attention_probs_dropout_prob = 0.0;
   return c;
 }
 
