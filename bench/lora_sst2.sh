@@ -42,7 +42,7 @@ $kiln predict --model "$M" --adapter "$out/lora" --input $D/dev.tsv --format jso
 .venv-hf/bin/python tests/reference/peft_predict.py --model "$M" --adapter "$out/lora" --dev $D/dev.tsv \
   >"$out/peft_on_kiln.json"
 .venv/bin/python - "$out" <<'PY'
-import json, sys
+import json, math, sys
 out = sys.argv[1]
 def kiln(name):
     return [json.loads(l)["score"] for l in open(f"{out}/{name}")]
@@ -53,5 +53,7 @@ for what, a, b in [("PEFT's adapter in kiln vs PEFT", kiln("kiln_on_peft.jsonl")
                    ("kiln's adapter in PEFT vs kiln", best(json.load(open(f"{out}/peft_on_kiln.json"))),
                     kiln("kiln_on_kiln.jsonl"))]:
     d = max(abs(x - y) for x, y in zip(a, b))
-    print(f"{what}: {len(a)} sentences, max |probability difference| {d:.2e}")
+    # the two logits' margin z1 - z0 = log(p / (1 - p)) of the top probability: softmax's only degree of freedom
+    m = max(abs(math.log(x / (1 - x)) - math.log(y / (1 - y))) for x, y in zip(a, b))
+    print(f"{what}: {len(a)} sentences, max |probability difference| {d:.2e}, max |logit margin difference| {m:.2e}")
 PY
