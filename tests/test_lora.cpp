@@ -182,6 +182,31 @@ TEST(Lora, FrozenParametersGetNoGradientAndNoOptimizerState) {
   EXPECT_KILN_ERROR(optim::param_groups_no_decay(f, 0.0), "every parameter of the model is frozen");
 }
 
+// Adapters under --gradient-checkpointing: the layers' inputs need no
+// gradient (frozen embeddings), yet the adapters train, bit for bit as without.
+TEST(Lora, GradientCheckpointingGivesTheSameAdapterGradients) {
+  std::vector<std::vector<double>> grads[2];
+  for (int ckpt = 0; ckpt < 2; ++ckpt) {
+    manual_seed(21);
+    BertConfig c = tiny_bert();
+    c.hidden_dropout_prob = 0.1;
+    nn::BertForSequenceClassification m(c, 2);
+    nn::LoraConfig lc = lora({"query", "value"});
+    lc.lora_dropout = 0.1;
+    nn::add_lora(m, lc);
+    randomize_adapters(m, 22);
+    m.train();
+    m.set_gradient_checkpointing(ckpt == 1);
+    manual_seed(23);
+    m.forward(ids_of(2, 6, 24), Tensor(), Tensor(), to_dtype(tensor({0.0, 1.0}), DType::Int64)).loss.backward();
+    for (auto& [n, p] : nn::trainable_parameters(m)) {
+      ASSERT_TRUE(p.grad().defined()) << n << (ckpt ? " with" : " without") << " checkpointing";
+      grads[ckpt].push_back(p.grad().to_vector<double>());
+    }
+  }
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
 TEST(Lora, MergeMatchesAndUnmergeRestoresBitForBit) {
   manual_seed(8);
   nn::BertForSequenceClassification m(tiny_bert(), 2);
