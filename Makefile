@@ -35,12 +35,12 @@ export KILN_HF48_PYTHON ?= $(abspath $(VENV))-hf48/bin/python
 BUILD_PACKAGES := build-essential cmake ninja-build pkg-config git \
   libeigen3-dev libopenblas-dev libopenblas0-pthread googletest libgtest-dev \
   nlohmann-json3-dev libcli11-dev libutf8proc-dev libopenmpi-dev openmpi-bin \
-  protobuf-compiler libprotobuf-dev libisal-dev libonnx-dev libonig-dev libpcre2-dev
+  protobuf-compiler libprotobuf-dev libisal-dev libonnx-dev libonig-dev libpcre2-dev libdnnl-dev
 # ... and what the tests add: the clang build, the emulated CUDA device
 # (Boost.Context), the Python references (Debian's PyTorch), the GPU bundle
 # and the Debian packages' dependency scan (file, dpkg-dev).
 TEST_PACKAGES := clang-14 libclang-rt-14-dev libboost-context-dev python3-venv python3-torch python3-numpy \
-  python3-psutil python3-yaml \
+  python3-psutil python3-yaml libxsmm-dev \
   patchelf xz-utils file dpkg-dev
 
 .PHONY: all deps build-deps apt-deps py-deps build demo test test-main test-clang test-asan test-tsan test-install \

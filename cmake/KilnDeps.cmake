@@ -12,7 +12,8 @@ kiln_find_c_deps()
 # headers include, is linked publicly as well: CMakeLists.txt).
 add_library(kiln_deps_private INTERFACE)
 target_link_libraries(kiln_deps_private INTERFACE
-  Eigen3::Eigen nlohmann_json::nlohmann_json kiln::openblas kiln::utf8proc)
+  Eigen3::Eigen nlohmann_json::nlohmann_json kiln::openblas kiln::dnnl kiln::utf8proc
+  gomp)  # libgomp: oneDNN's OpenMP, told one thread per caller (core/cpu/gemm_library.cpp)
 
 # Note [Oniguruma's POSIX symbols]: libonig.so also exports POSIX regcomp /
 # regexec under their plain names. A program that lists libonig among its

@@ -3,7 +3,7 @@
 # find_path/find_library, so the build needs no pkg-config: that keeps the GPU
 # source-build kit (tools/gpu_bundle.sh) usable on a machine with nothing but
 # a compiler, CMake and CUDA, where CMAKE_FIND_ROOT_PATH points into the kit.
-# Used for OpenBLAS, utf8proc, Oniguruma, PCRE2 and ISA-L (cmake/KilnDeps.cmake,
+# Used for OpenBLAS, oneDNN, utf8proc, Oniguruma, PCRE2 and ISA-L (cmake/KilnDeps.cmake,
 # cmake/KilnTrainDeps.cmake).
 function(kiln_find_lib target)
   cmake_parse_arguments(ARG "" "HEADER" "NAMES;SUFFIXES" ${ARGN})
@@ -27,6 +27,8 @@ macro(kiln_find_c_deps)
   # Debian's OpenBLAS (pthread flavour) keeps cblas.h in a flavour folder.
   kiln_find_lib(kiln::openblas HEADER cblas.h NAMES openblas libopenblas.so.0
                 SUFFIXES openblas-pthread x86_64-linux-gnu/openblas-pthread openblas)
+  # oneDNN: float32 GEMM for most shapes (Note [GEMM library per shape]).
+  kiln_find_lib(kiln::dnnl HEADER oneapi/dnnl/dnnl.h NAMES dnnl libdnnl.so.2)
   kiln_find_lib(kiln::utf8proc HEADER utf8proc.h NAMES utf8proc libutf8proc.so.2)
   # Oniguruma: the regex engine of HF tokenizers' pre-tokenizers (data/tokenizer/regex.h).
   kiln_find_lib(kiln::onig HEADER oniguruma.h NAMES onig libonig.so.5)

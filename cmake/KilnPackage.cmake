@@ -11,7 +11,7 @@
 # request (Note [Package layout] in core/components.h), so `kiln` runs
 # without the other two, and installing kiln-cuda is what turns CUDA on.
 # Depends: dpkg-shlibdeps reads each package's ELF files and names the Debian
-# packages of the libraries they load (libopenblas0, libonig5, libmpi40 ...);
+# packages of the libraries they load (libopenblas0, libdnnl2, libonig5, libmpi40 ...);
 # kiln's own packages depend on `kiln` of the same version. CUDA, cuBLAS,
 # cuDNN and NCCL are NVIDIA's, not Debian's: no Debian package holds them, so
 # kiln-cuda and kiln-dist cannot name one; their description says what they

@@ -1,7 +1,7 @@
 // `kiln bench gemm` and `kiln bench elementwise`: the CPU floor figures.
 //
-// gemm: float32 C = A @ B at n = 256 ... 4096 through kiln::matmul, beside
-// OpenBLAS's cblas_sgemm called directly and Eigen's own product (no BLAS), in
+// gemm: float32 C = A @ B at n = 256 ... 4096 through kiln::matmul (oneDNN or
+// OpenBLAS: Note [GEMM library per shape]), beside OpenBLAS's cblas_sgemm called directly and Eigen's own product (no BLAS), in
 // the same run. GFLOP/s = 2 n^3 / time.
 // elementwise: bytes moved per second for add, mul-by-scalar, exp, a strided
 // copy, beside a plain memcpy of the same bytes (the machine's bandwidth).
@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/cpu/gemm_library.h"
 #include "kiln.h"
 #include "tools/bench.h"
 
@@ -25,6 +26,7 @@ struct GemmOptions {
 int run_gemm(const GemmOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   std::printf("bench gemm: float32, %d threads (kiln matmul | OpenBLAS sgemm | Eigen product)\n", get_num_threads());
+  std::printf("kiln matmul runs %s\n", cpu::gemm_libraries_description().c_str());
   std::printf("%6s %12s %12s %12s %10s\n", "n", "kiln GF/s", "openblas", "eigen", "kiln/blas");
   for (int64_t n : o.sizes) {
     Tensor a = randn({n, n}), b = randn({n, n});

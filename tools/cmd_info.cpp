@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/build_info.h"
+#include "core/cpu/gemm_library.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -62,6 +63,7 @@ int run_info(const InfoArgs& args) {
   out << "kiln build\n";
   for (const auto& [k, v] : build_info()) out << "  " << k << ": " << v << "\n";
   out << "runtime\n  threads: " << get_num_threads() << "\n";
+  out << "  cpu gemm: " << cpu::gemm_libraries_description() << "\n";
   const int n = cuda::device_count();
   out << "  cuda devices: " << n << "\n";
   for (int d = 0; d < n; ++d) out << "    cuda:" << d << " " << cuda::device_name(d) << "\n";

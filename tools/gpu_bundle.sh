@@ -94,7 +94,7 @@ for lib in "$B"/lib/*.so*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
 
 # ---- (b) the source-build kit -----------------------------------------------------
 KIT_PACKAGES="libeigen3-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev libonig-dev libpcre2-dev libopenblas-dev libopenblas-pthread-dev
-  libprotobuf-dev libisal-dev libgtest-dev"
+  libdnnl-dev libprotobuf-dev libisal-dev libgtest-dev"
 KIT=$B/kit
 LIBDIR=usr/lib/x86_64-linux-gnu
 for pkg in $KIT_PACKAGES; do

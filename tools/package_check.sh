@@ -44,7 +44,7 @@ if [[ ${1:-} == --inside ]]; then
       echo "package_check: $name $(dpkg-deb -f "$deb" Version): Depends: $(dpkg-deb -f "$deb" Depends)"
     done
     deps=$(dpkg-deb -f ./kiln_*.deb Depends)
-    for want in libc6 libstdc++6 libopenblas libonig5 libutf8proc libprotobuf-lite libisal2; do
+    for want in libc6 libstdc++6 libopenblas libdnnl2 libonig5 libutf8proc libprotobuf-lite libisal2; do
       [[ $deps == *"$want"* ]] || { echo "package_check: kiln does not depend on $want: $deps"; exit 1; }
     done
     [[ $(dpkg-deb -f ./kiln-dev_*.deb Depends) == *"kiln (= "* ]] || { echo "package_check: kiln-dev does not depend on kiln"; exit 1; }

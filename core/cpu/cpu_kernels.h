@@ -20,8 +20,8 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Shape& dims)
 // gemm.cpp
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 // C(M,N) = A(M,K) @ B(K,N) (C += ... when accumulate), float32, row-major with
-// leading dims; the one place that decides how float32 GEMM runs (OpenBLAS,
-// chosen by bench/; Note [GEMM threading]).
+// leading dims; the one place that decides how float32 GEMM runs (oneDNN or
+// OpenBLAS per shape: Note [GEMM library per shape]; Note [GEMM threading]).
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate = false);
 // out(M, N) = a(M, K) @ b(K, N) + bias(N), float32; out and bias contiguous.

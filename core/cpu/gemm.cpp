@@ -1,15 +1,19 @@
-// CPU matrix multiply. float32 and float64 go to OpenBLAS (measured faster
-// than Eigen's own product on these machines: docs/performance.md); float16 and
-// bfloat16 are widened to float32, multiplied, and rounded once; integers use
-// Eigen. sgemm() is the single place that decides how float32 GEMM runs.
+// CPU matrix multiply. float32 goes to oneDNN or OpenBLAS, per shape (Note
+// [GEMM library per shape], core/cpu/gemm_library.cpp), float64 to OpenBLAS
+// (both measured faster than Eigen's own product: docs/performance.md);
+// float16 and bfloat16 are widened to float32, multiplied, and rounded once;
+// integers use Eigen. sgemm() is the single place that decides how float32
+// GEMM runs.
 // Operands reach BLAS through gemm_operand (core/gemm_plan.h, shared with
 // cuBLASLt): transposed views as transposed operands, copies only when needed.
 #include <cblas.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <vector>
 
 #include "core/cpu/cpu_kernels.h"
+#include "core/cpu/gemm_library.h"
 #include "core/gemm_plan.h"
 #include "core/parallel.h"
 
@@ -80,8 +84,8 @@ void eigen_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-// Note [GEMM threading]: OpenBLAS runs single-threaded, and kiln splits a
-// large product into blocks that its own pool runs. OpenBLAS's threads spin
+// Note [GEMM threading]: OpenBLAS and oneDNN run single-threaded, and kiln
+// splits a large product into blocks that its own pool runs. OpenBLAS's threads spin
 // (sched_yield) for a long while after every call, which starves kiln's
 // elementwise kernels on small machines, and its pool cannot run the many
 // small per-head products of attention side by side. The split:
@@ -89,28 +93,30 @@ void eigen_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
 //    decoder's input gradient): blocks of K, each a full BLAS call into its
 //    own (M, N) partial, then the partials added in block order;
 //  - otherwise blocks of rows of A and C, or of columns of B and C, whichever
-//    side is longer; blocks are at least kMinGemmBlock long, since each block
-//    packs the other operand again.
+//    side is longer. Each block packs the other operand again, so blocks are
+//    at least as long as the other side, between kMinSkinnyBlock and
+//    kMinGemmBlock: a 32-row product of batch-1 inference (q | k | v:
+//    32 x 1152, the attention output: 32 x 384) repacks only its 32 rows of
+//    A per block of 64 columns, and splits into 6-8 blocks that keep two
+//    threads equally busy, where blocks of 256 left one idle (384 columns:
+//    one block) or ran 3 blocks against 2 (1152).
 // Blocks depend only on (M, N, K) (Note [Deterministic chunking]), so every
 // output element is computed the same way whatever the thread count.
 namespace {
 
 constexpr double kParallelGemmFlops = 1 << 21;  // below this one call is cheaper than a split
 constexpr int64_t kMinGemmBlock = 256;           // rows, columns or depth per block at least
+constexpr int64_t kMinSkinnyBlock = 64;          // ... when the other side is this short or shorter
 constexpr int64_t kGemmBlocks = 8;               // blocks per product at most
 
-void sgemm_call(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                const float* B, int64_t ldb, float* C, int64_t ldc, float beta) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda),
-              B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
-}
+// The shortest block when splitting a side whose other side is `other` long.
+int64_t min_gemm_block(int64_t other) { return std::clamp<int64_t>((other + 15) / 16 * 16, kMinSkinnyBlock, kMinGemmBlock); }
 
-// Block length for splitting `n`: at least kMinGemmBlock, a multiple of 16,
+// Block length for splitting `n`: at least `min_block`, a multiple of 16,
 // at most kGemmBlocks blocks.
-int64_t gemm_block(int64_t n) {
+int64_t gemm_block(int64_t n, int64_t min_block = kMinGemmBlock) {
   const int64_t per = (n + kGemmBlocks - 1) / kGemmBlocks;
-  return std::max<int64_t>(kMinGemmBlock, (per + 15) / 16 * 16);
+  return std::max<int64_t>(min_block, (per + 15) / 16 * 16);
 }
 
 }  // namespace
@@ -128,6 +134,12 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
     return;
   }
   blas_single_threaded();
+  // One library for the whole product, whatever the blocks below.
+  const GemmLibrary lib = gemm_library_for(M, N, K);
+  const auto sgemm_call = [lib](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t la,
+                                const float* b, int64_t lb, float* c, int64_t lc, float bt) {
+    sgemm_in(lib, ta, tb, m, n, k, a, la, b, lb, c, lc, bt);
+  };
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (flops < kParallelGemmFlops) {
     sgemm_call(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, beta);
@@ -160,17 +172,18 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
     });
     return;
   }
-  if (std::max(M, N) < 2 * kMinGemmBlock) {
+  const int64_t min_block = min_gemm_block(std::min(M, N));  // for splitting the longer side
+  if (std::max(M, N) < 2 * min_block) {
     sgemm_call(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, beta);
     return;
   }
   if (M >= N) {  // blocks of rows of A and C
-    parallel_for(M, gemm_block(M), [&](int64_t r0, int64_t r1) {
+    parallel_for(M, gemm_block(M, min_block), [&](int64_t r0, int64_t r1) {
       const float* Ab = trans_a ? A + r0 : A + r0 * lda;
       sgemm_call(trans_a, trans_b, r1 - r0, N, K, Ab, lda, B, ldb, C + r0 * ldc, ldc, beta);
     });
   } else {  // blocks of columns of B and C
-    parallel_for(N, gemm_block(N), [&](int64_t c0, int64_t c1) {
+    parallel_for(N, gemm_block(N, min_block), [&](int64_t c0, int64_t c1) {
       const float* Bb = trans_b ? B + c0 * ldb : B + c0;
       sgemm_call(trans_a, trans_b, M, c1 - c0, K, A, lda, Bb, ldb, C + c0, ldc, beta);
     });
