@@ -92,9 +92,13 @@ inline std::string config_variant(const std::string& dir, const std::string& con
 // names, same count), relative to the tensor's largest gradient with a floor
 // of 1e-3 of the largest of any tensor: some gradients are zero in exact
 // arithmetic (a bias on every key of a query shifts its scores alike, which
-// softmax ignores), so both sides hold only rounding noise there.
+// softmax ignores), so both sides hold only rounding noise there. The
+// default 2e-4: float32 sums in another order than torch's, in the GEMM
+// library and in FMA contraction, which differs between the optimised and
+// the sanitizer builds (Qwen2's k_proj.bias, rotated by RoPE and so not zero:
+// 1.46e-4 in the ASan build with oneDNN's GEMM, under 1e-4 in Release).
 inline void expect_gradients_match(const nn::Module& model, const std::map<std::string, Tensor>& g,
-                                   const std::string& what, double tol = 1e-4) {
+                                   const std::string& what, double tol = 2e-4) {
   double largest = 0.0;
   size_t want = 0;
   for (const auto& [k, t] : g)

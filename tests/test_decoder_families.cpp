@@ -8,7 +8,7 @@
 // what they compute (tests/reference/decoder_family_reference.py); kiln loads
 // the same directories through the Auto layer (nn/auto.h) and must give the
 // same per-position outputs with padding (1e-4), loss and gradients of a
-// training step (1e-4 relative), the same greedy ids as generate() for 32
+// training step (2e-4 relative), the same greedy ids as generate() for 32
 // new tokens, and directories kiln saves must load back in transformers with
 // the same outputs.
 #include <gtest/gtest.h>

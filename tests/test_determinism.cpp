@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 
+#include "core/cpu/gemm_library.h"
 #include "core/parallel.h"
 #include "tests/grad_compare.h"
 #include "tests/test_util.h"
@@ -63,6 +64,18 @@ TEST(Determinism, LargeSums) {
 TEST(Determinism, Matmul512) {
   const Tensor a = rnd({512, 512}, 4), b = rnd({512, 512}, 5);
   expect_thread_invariant([&] { return TensorList{matmul(a, b), matmul(a.t(), b), matmul(a.view({2, 256, 512}), b)}; });
+}
+
+// Each GEMM library alone (Note [GEMM library per shape]), on one block, rows
+// split, columns split and K split (Note [GEMM threading]).
+TEST(Determinism, MatmulInEachGemmLibrary) {
+  const Tensor a = rnd({700, 64}, 6), b = rnd({64, 600}, 7), c = rnd({40, 64}, 8), d = rnd({64, 1100}, 9);
+  const Tensor e = rnd({64, 4096}, 10), f = rnd({4096, 64}, 11);
+  for (cpu::GemmPolicy p : {cpu::GemmPolicy::OpenBLAS, cpu::GemmPolicy::OneDNN}) {
+    const cpu::GemmPolicy saved = cpu::set_gemm_policy(p);
+    expect_thread_invariant([&] { return TensorList{matmul(a, b), matmul(c, d), matmul(e, f), matmul(c, c.t())}; });
+    cpu::set_gemm_policy(saved);
+  }
 }
 
 TEST(Determinism, SoftmaxAndLogSoftmax) {

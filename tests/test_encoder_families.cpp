@@ -197,7 +197,9 @@ TEST(EncoderFamilies, SavedDirectoriesLoadBackInTransformers) {
       ASSERT_EQ(hf.sizes(), r.output.sizes());
       const double diff = head == "ForSequenceClassification" ? max_abs_diff(hf, r.output)
                                                               : max_abs_diff(at_tokens(hf, mask), at_tokens(r.output, mask));
-      EXPECT_LE(diff, 1e-5) << what;
+      // float32 rounding of two implementations: 1.1e-5 seen on ModernBERT's
+      // MLM logits (magnitude ~10) with oneDNN's GEMM in the sanitizer build.
+      EXPECT_LE(diff, 3e-5) << what;
       std::error_code ec;
       fs::remove_all(dir, ec);
     }
