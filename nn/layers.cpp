@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/op_scope.h"
 #include "nn/lora.h"
 #include "ops/fused.h"
 
@@ -51,17 +52,65 @@ Tensor Linear::forward_gelu(const Tensor& x, const std::string& approximate) con
   return gelu(forward_fused(x), approximate);
 }
 
-Tensor fused_projection(const Tensor& x, const std::vector<const Linear*>& layers) {
+namespace {
+
+// The layers' weights, then their biases (every layer has one, or none has).
+std::vector<Tensor> projection_sources(const std::vector<const Linear*>& layers) {
   KILN_CHECK(!layers.empty(), "fused_projection: no layers");
-  std::vector<Tensor> w, b, terms;
-  bool any_term = false;
+  std::vector<Tensor> sources;
   for (const Linear* l : layers) {
     KILN_CHECK(l->bias.defined() == layers[0]->bias.defined(), "fused_projection: every layer needs a bias, or none");
-    w.push_back(l->weight);
-    if (l->bias.defined()) b.push_back(l->bias);
-    any_term = any_term || adapter_term_needed(*l);
+    sources.push_back(l->weight);
   }
-  Tensor y = linear_fused(x, cat(w, 0), b.empty() ? Tensor() : cat(b, 0));  // (..., sum of out)
+  for (const Linear* l : layers)
+    if (l->bias.defined()) sources.push_back(l->bias);
+  return sources;
+}
+
+std::pair<Tensor, Tensor> concatenated(const std::vector<Tensor>& sources, size_t layers) {
+  const std::vector<Tensor> w(sources.begin(), sources.begin() + static_cast<std::ptrdiff_t>(layers));
+  const std::vector<Tensor> b(sources.begin() + static_cast<std::ptrdiff_t>(layers), sources.end());
+  return {cat(w, 0), b.empty() ? Tensor() : cat(b, 0)};
+}
+
+}  // namespace
+
+// Note [Fused projection weights].
+std::pair<Tensor, Tensor> FusedWeights::get(const std::vector<const Linear*>& layers) const {
+  const std::vector<Tensor> sources = projection_sources(layers);
+  // The ONNX tracer (the op observer of this thread, core/op_scope.h) must see the cat.
+  bool in_graph = kiln::detail::tls_op_observer != nullptr;
+  if (grad_enabled())
+    for (const Tensor& t : sources) in_graph = in_graph || t.requires_grad();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (in_graph) {  // an op of the graph: no copy kept
+    sources_.clear();
+    weight_ = bias_ = Tensor();
+    return concatenated(sources, layers.size());
+  }
+  bool same = sources.size() == sources_.size();
+  for (size_t i = 0; same && i < sources.size(); ++i)
+    same = sources[i].impl_ptr() == sources_[i].impl_ptr() && sources[i].version() == versions_[i] &&
+           sources[i].raw_data() == data_[i];
+  if (!same) {
+    std::tie(weight_, bias_) = concatenated(sources, layers.size());
+    sources_ = sources;
+    versions_.clear();
+    data_.clear();
+    for (const Tensor& t : sources) {
+      versions_.push_back(t.version());
+      data_.push_back(t.raw_data());
+    }
+  }
+  return {weight_, bias_};
+}
+
+Tensor fused_projection(const Tensor& x, const std::vector<const Linear*>& layers, const FusedWeights* cache) {
+  std::vector<Tensor> terms;
+  bool any_term = false;
+  for (const Linear* l : layers) any_term = any_term || adapter_term_needed(*l);
+  const auto [w, b] = cache != nullptr ? cache->get(layers) : concatenated(projection_sources(layers), layers.size());
+  Tensor y = linear_fused(x, w, b);  // (..., sum of out)
   if (!any_term) return y;
   for (const Linear* l : layers) {
     Tensor t = l->adapter_term(x);

@@ -9,7 +9,9 @@
 #include "nn/models/bert.h"
 #include "nn/containers.h"
 #include "nn/layers.h"
+#include "optim/sgd.h"
 #include "test_util.h"
+#include "tiny_models.h"
 
 namespace kiln {
 namespace {
@@ -106,6 +108,68 @@ TEST(NnModules, BertKeepsItsOwnInitialisation) {
     }
   }
   EXPECT_EQ(bert.embeddings->norm->eps, c.layer_norm_eps);
+}
+
+// Note [Fused projection weights]: the kept concatenation is the layers'
+// weights of this moment, whatever changed them, and grad still flows.
+TEST(NnModules, FusedProjectionKeepsItsWeightsOnlyWhileTheyAreUnchanged) {
+  manual_seed(4);
+  nn::Linear a(8, 4), b(8, 6);
+  nn::FusedWeights kept;
+  const Tensor x = randn({2, 3, 8});
+  auto separate = [&] { return cat({a.forward(x), b.forward(x)}, -1); };  // (2, 3, 10)
+  auto fused = [&] { return nn::fused_projection(x, {&a, &b}, &kept); };
+  {
+    NoGradGuard g;
+    EXPECT_TRUE(testing::all_close(fused(), separate(), 1e-6));
+    const auto w1 = kept.get({&a, &b}).first, w2 = kept.get({&a, &b}).first;
+    EXPECT_EQ(w1.impl_ptr(), w2.impl_ptr()) << "no grad, no change: one concatenation kept";
+    b.weight.mul_(2.0);  // in place
+    EXPECT_TRUE(testing::all_close(fused(), separate(), 1e-6));
+    a.bias.add_(ones({4}));
+    EXPECT_TRUE(testing::all_close(fused(), separate(), 1e-6));
+    a.load_state_dict({{"weight", randn({4, 8})}, {"bias", randn({4})}});
+    EXPECT_TRUE(testing::all_close(fused(), separate(), 1e-6));
+    a.weight = randn({4, 8});  // the member replaced
+    a.weight.set_requires_grad(true);
+    EXPECT_TRUE(testing::all_close(fused(), separate(), 1e-6));
+  }
+  // With grad recorded: an op of the graph, the gradient reaches each layer.
+  Tensor y = fused();
+  sum(y * y).backward();
+  ASSERT_TRUE(a.weight.grad().defined() && b.bias.grad().defined());
+  const Tensor ga = a.weight.grad().clone(), gb = b.bias.grad().clone();
+  a.weight.zero_grad();
+  b.bias.zero_grad();
+  Tensor z = separate();
+  sum(z * z).backward();
+  EXPECT_TRUE(testing::all_close(ga, a.weight.grad(), 1e-5));
+  EXPECT_TRUE(testing::all_close(gb, b.bias.grad(), 1e-5));
+}
+
+// A BERT model evaluated between optimizer steps sees each step's weights.
+TEST(NnModules, BertNoGradForwardFollowsTheOptimizer) {
+  manual_seed(5);
+  nn::BertModel m(testing::tiny_bert_config(), false);
+  m.eval();
+  const Tensor ids = randint(0, m.config.vocab_size, {2, 5});
+  const Tensor mask = ones({2, 5}, TensorOptions(DType::Int64));
+  auto no_grad_out = [&] {
+    NoGradGuard g;
+    return m.forward(ids, mask).last_hidden_state;
+  };
+  const Tensor before = no_grad_out();
+  optim::SGDOptions so;
+  so.lr = 0.5;
+  optim::SGD opt(m.parameters(), so);
+  Tensor h = m.forward(ids, mask).last_hidden_state;
+  EXPECT_TRUE(bitwise_equal(h.detach(), before));
+  sum(h * h).backward();
+  opt.step();
+  const Tensor after = no_grad_out();
+  const Tensor with_grad = m.forward(ids, mask).last_hidden_state.detach();
+  EXPECT_TRUE(bitwise_equal(after, with_grad));
+  EXPECT_FALSE(bitwise_equal(after, before));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // model directory (--model), to set beside ONNX Runtime on its export
 // (bench/forward_vs_onnxruntime.sh).
 // Prints: bench forward shape=NAME batch=B seq=S step_s=SECONDS tokens_per_s=N
+// With --profile, then the op table of --steps more forwards (each a "step"
+// span; self time per op, grouped by input shapes with --profile-shapes).
 #include <cstdio>
 
 #include "kiln.h"
@@ -18,6 +20,7 @@ struct ForwardOptions {
   int64_t batch = 8, seq = 128;
   int steps = 5;
   int threads = 0;
+  bool profile = false, profile_shapes = false;
 };
 
 int run_forward(const ForwardOptions& o) {
@@ -41,6 +44,17 @@ int run_forward(const ForwardOptions& o) {
     std::printf("bench forward shape=%s batch=%lld seq=%lld step_s=%.4f tokens_per_s=%.0f\n", shape.c_str(),
                 static_cast<long long>(o.batch), static_cast<long long>(o.seq), t,
                 static_cast<double>(o.batch * o.seq) / t);
+    if (o.profile || o.profile_shapes) {
+      profiler::Profile prof;
+      for (int i = 0; i < o.steps; ++i) {
+        profiler::RecordScope step("step", profiler::Category::Step, i + 1);
+        model->forward(ids, mask);
+      }
+      prof.stop();
+      profiler::KeyAveragesOptions ko;
+      ko.group_by_shapes = o.profile_shapes;
+      std::printf("%s", prof.key_averages(ko, 25).c_str());
+    }
   }
   return 0;
 }
@@ -54,6 +68,8 @@ const BenchRegistrar reg("forward", [](CLI::App& bench) {
   cmd->add_option("--seq", o->seq, "sequence length")->check(CLI::PositiveNumber);
   cmd->add_option("--steps", o->steps, "timed steps (median)")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "threads (default: all cores)");
+  cmd->add_flag("--profile", o->profile, "then profile --steps more forwards and print the op table");
+  cmd->add_flag("--profile-shapes", o->profile_shapes, "--profile, its rows grouped by input shapes");
   return [o] { return run_forward(*o); };
 });
 

@@ -72,7 +72,7 @@ Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& mask_bias) cons
   // q, k, v from one (C, 3C) projection (the three weights concatenated per
   // call: one GEMM, and one (B, T, 3C) gradient that backward feeds straight
   // into the fused attention's; Note [Fused attention] in ops/fused.cpp).
-  Tensor qkv = fused_projection(x, {query.get(), key.get(), value.get()});       // (B, T, 3C)
+  Tensor qkv = fused_projection(x, {query.get(), key.get(), value.get()}, &qkv_weights);  // (B, T, 3C)
   return multi_head_attention_qkv(qkv, heads, mask_bias, drop->p, drop->is_training());  // (B, T, C)
 }
 

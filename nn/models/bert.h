@@ -51,6 +51,7 @@ class BertSelfAttention : public Module, public Callable<BertSelfAttention> {
   // x (B, T, C), mask_bias (B, 1, 1, T) additive or undefined -> (B, T, C)
   Tensor forward(const Tensor& x, const Tensor& mask_bias) const;
   std::shared_ptr<Linear> query, key, value;
+  FusedWeights qkv_weights;  // Note [Fused projection weights] (nn/layers.h)
   std::shared_ptr<Dropout> drop;
   int64_t heads, head_size;
 };

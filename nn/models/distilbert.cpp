@@ -66,7 +66,7 @@ Tensor DistilBertAttention::forward(const Tensor& x, const Tensor& mask_bias) co
   // One (C, 3C) projection into the fused attention, as BertSelfAttention.
   // transformers masks with masked_fill(finfo.min); the additive bias of the
   // same value gives the same softmax (exp underflows to 0 either way).
-  Tensor qkv = fused_projection(x, {q_lin.get(), k_lin.get(), v_lin.get()});                   // (B, T, 3C)
+  Tensor qkv = fused_projection(x, {q_lin.get(), k_lin.get(), v_lin.get()}, &qkv_weights);  // (B, T, 3C)
   Tensor ctx = multi_head_attention_qkv(qkv, heads, mask_bias, drop->p, drop->is_training());  // (B, T, C)
   return out_lin->forward_fused(ctx);                                                          // (B, T, C)
 }

@@ -98,6 +98,7 @@ class DistilBertAttention : public Module, public Callable<DistilBertAttention> 
   // x (B, T, C), mask_bias (B, 1, 1, T) additive or undefined -> out_lin(attention) (B, T, C)
   Tensor forward(const Tensor& x, const Tensor& mask_bias) const;
   std::shared_ptr<Linear> q_lin, k_lin, v_lin, out_lin;
+  FusedWeights qkv_weights;  // Note [Fused projection weights] (nn/layers.h)
   std::shared_ptr<Dropout> drop;  // on the attention weights
   int64_t heads;
 };
