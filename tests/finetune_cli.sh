@@ -58,6 +58,26 @@ expect_error "predict over its input" "is the --input file" \
 cmp -s mine.txt pred.txt || fail "predict --output differs from stdout"
 expect_error "predict with a base model" "is not a fine-tuned classifier" "$kiln" predict --model base --input dev.txt
 
+# Token-budgeted batches (Note [Token-budgeted batches]): NER trains with
+# them, resumes bit for bit, and a budget below the longest sentence, another
+# budget on resume, or a fixed-length task is one clear error each.
+tb=(finetune --task token-classification --model base --train-file train.txt --validation-file dev.txt
+    --max-seq-length 32 --batch-size 4 --max-tokens-per-batch 16 --max-steps 6 --lr 1e-3)
+"$kiln" "${tb[@]}" --output-dir tb --save-steps 0 >tb.log 2>&1 || { cat tb.log; fail "finetune --max-tokens-per-batch"; }
+grep -q 'final evaluation:.*f1' tb.log || fail "--max-tokens-per-batch: no final evaluation: $(tail -2 tb.log)"
+"$kiln" "${tb[@]}" --output-dir tb_resumed --save-steps 3 --stop-after-steps 3 >tb1.log 2>&1 ||
+  { cat tb1.log; fail "finetune --max-tokens-per-batch --stop-after-steps"; }
+"$kiln" "${tb[@]}" --output-dir tb_resumed --save-steps 3 --resume >tb2.log 2>&1 ||
+  { cat tb2.log; fail "finetune --max-tokens-per-batch --resume"; }
+cmp -s tb/model.safetensors tb_resumed/model.safetensors ||
+  fail "--max-tokens-per-batch: the resumed model differs from the uninterrupted run's"
+expect_error "--max-tokens-per-batch below the longest sentence" "is below the longest example's 6 tokens" \
+  "$kiln" "${tb[@]}" --max-tokens-per-batch 5 --output-dir tb_small
+expect_error "resume with another --max-tokens-per-batch" "was written with --max-tokens-per-batch 16" \
+  "$kiln" "${tb[@]}" --max-tokens-per-batch 20 --output-dir tb_resumed --resume
+expect_error "--max-tokens-per-batch on a fixed-length task" "--max-tokens-per-batch is for sequence-classification" \
+  "$kiln" finetune --task causal-lm --model base --train-file train.txt --max-tokens-per-batch 64 --output-dir tb_lm
+
 # Bad CoNLL input: file and line.
 expect_error "NER dev label not in train" "dev_unknown.txt:2" \
   "$kiln" finetune --task token-classification --model base --train-file train.txt --validation-file dev_unknown.txt \

@@ -191,7 +191,8 @@ std::unique_ptr<ClassificationTask::Loader> ClassificationTask::make_loader(
       [pad, kind, num_labels](std::vector<data::LabeledEncoding>&& ex) {
         return data::collate_classification(ex, pad, 1, kind, num_labels);
       },
-      *model_, args_);
+      *model_, args_, shuffle,
+      [](const data::LabeledEncoding& e) { return static_cast<int64_t>(e.encoding.ids.size()); });
 }
 
 std::optional<MicroBatch> ClassificationTask::forward_next() {

@@ -131,7 +131,7 @@ std::unique_ptr<TokenClassificationTask::Loader> TokenClassificationTask::make_l
   return make_task_loader<data::TokenEncoding, data::TokenClassificationBatch>(
       std::move(set), std::move(sampler), batch_size,
       [pad](std::vector<data::TokenEncoding>&& ex) { return data::collate_token_classification(ex, pad); }, *model_,
-      args_);
+      args_, shuffle, [](const data::TokenEncoding& e) { return static_cast<int64_t>(e.encoding.ids.size()); });
 }
 
 std::optional<MicroBatch> TokenClassificationTask::forward_next() {
