@@ -93,6 +93,7 @@
 #include "kiln/data/tokenizer/pipeline_tokenizer.h"
 #include "kiln/data/dataset.h"
 #include "kiln/data/sampler.h"
+#include "kiln/data/token_budget_sampler.h"
 #include "kiln/data/loader_run.h"
 #include "kiln/data/dataloader.h"
 #include "kiln/data/device_staging.h"

@@ -3,6 +3,7 @@
 #include "core/memory_summary.h"
 
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include "core/device.h"
@@ -67,6 +68,13 @@ std::string memory_summary() {
   }
   s += kRule;
   return s;
+}
+
+std::size_t resident_peak_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
+  return 0;
 }
 
 }  // namespace kiln

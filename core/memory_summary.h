@@ -25,6 +25,10 @@ memory::AllocatorStats cpu_memory_stats();
 std::string cpu_memory_summary();
 void cpu_reset_peak_memory_stats();
 
+// The process's peak resident set size in bytes (VmHWM of /proc/self/status;
+// 0 where that cannot be read).
+std::size_t resident_peak_bytes();
+
 namespace detail {
 // (allocated, reserved) bytes of the CPU allocator: what the profiler samples
 // at every span end (O(1), unlike cpu_memory_stats()).

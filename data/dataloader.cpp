@@ -13,7 +13,9 @@ void check_options(const DataLoaderOptions& options) {
 }
 
 std::map<std::string, int64_t> LoaderState::to_map() const {
-  return {{"epoch", epoch}, {"batches_consumed", batches_consumed}};
+  std::map<std::string, int64_t> m{{"epoch", epoch}, {"batches_consumed", batches_consumed}};
+  if (epoch_start != 0) m["epoch_start"] = epoch_start;
+  return m;
 }
 
 LoaderState LoaderState::from_map(const std::map<std::string, int64_t>& map) {
@@ -23,7 +25,9 @@ LoaderState LoaderState::from_map(const std::map<std::string, int64_t>& map) {
     KILN_CHECK(it->second >= 0, "LoaderState: \"", key, "\" must be >= 0, got ", it->second);
     return it->second;
   };
-  return LoaderState{get("epoch"), get("batches_consumed")};
+  LoaderState s{get("epoch"), get("batches_consumed")};
+  if (map.count("epoch_start")) s.epoch_start = get("epoch_start");
+  return s;
 }
 
 namespace detail {

@@ -78,10 +78,14 @@ void check_options(const DataLoaderOptions& options);
 struct LoaderState {
   int64_t epoch = 0;
   int64_t batches_consumed = 0;  // batches of `epoch` already returned by next()
+  // Note [Elastic epochs] (data/sampler.h): `epoch` continues from this
+  // position of its global order (a resume on another number of ranks); 0
+  // for an epoch run from its start. batches_consumed counts from there.
+  int64_t epoch_start = 0;
 
-  // {"epoch": ..., "batches_consumed": ...}
+  // {"epoch": ..., "batches_consumed": ...} (+ "epoch_start" when not 0)
   std::map<std::string, int64_t> to_map() const;
-  // kiln::Error when a key is missing or a value is negative.
+  // kiln::Error when a key is missing or a value is negative ("epoch_start" may be absent: 0).
   static LoaderState from_map(const std::map<std::string, int64_t>& map);
   bool operator==(const LoaderState&) const = default;
 };
@@ -121,7 +125,8 @@ class DataLoader {
     } add_wait{wait_seconds_, t0};
 
     if (!run_) {
-      std::vector<std::vector<size_t>> batches = batch_sampler_->batches(epoch_);
+      std::vector<std::vector<size_t>> batches =
+          batch_sampler_->batches_from(epoch_, static_cast<size_t>(epoch_start_));
       if (consumed_ >= batches.size()) return std::nullopt;
       start_run(std::move(batches));
     }
@@ -139,9 +144,10 @@ class DataLoader {
     stop_run();
     epoch_ = epoch;
     consumed_ = 0;
+    epoch_start_ = 0;
   }
 
-  LoaderState state() const { return {epoch_, static_cast<int64_t>(consumed_)}; }
+  LoaderState state() const { return {epoch_, static_cast<int64_t>(consumed_), epoch_start_}; }
 
   // Continues from `state` (as saved by state()); kiln::Error when
   // batches_consumed exceeds the batches per epoch.
@@ -150,9 +156,11 @@ class DataLoader {
     KILN_CHECK(state.batches_consumed >= 0 && static_cast<size_t>(state.batches_consumed) <= num_batches(),
                "DataLoader: load_state: batches_consumed ", state.batches_consumed, " is outside [0, ",
                num_batches(), "] (batches per epoch)");
+    KILN_CHECK(state.epoch_start >= 0, "DataLoader: load_state: epoch_start must be >= 0, got ", state.epoch_start);
     stop_run();
     epoch_ = state.epoch;
     consumed_ = static_cast<size_t>(state.batches_consumed);
+    epoch_start_ = state.epoch_start;
   }
 
   // Joins the workers (finishing at most their current examples) and drops
@@ -240,6 +248,7 @@ class DataLoader {
 
   int64_t epoch_ = 0;
   size_t consumed_ = 0;         // batches of epoch_ returned so far
+  int64_t epoch_start_ = 0;     // Note [Elastic epochs]
   double wait_seconds_ = 0;
   std::shared_ptr<Run> run_;    // null: no run (none started, or stopped)
   std::vector<std::thread> workers_;

@@ -58,16 +58,33 @@ DistributedSampler::DistributedSampler(size_t dataset_size, int64_t rank, int64_
   per_rank_ = drop_last ? n_ / w : (n_ + w - 1) / w;
 }
 
-std::vector<size_t> DistributedSampler::indices(int64_t epoch) const {
+std::vector<size_t> DistributedSampler::indices(int64_t epoch) const { return indices_from(epoch, 0); }
+
+std::vector<size_t> DistributedSampler::indices_from(int64_t epoch, size_t start) const {
   check_epoch(epoch, "DistributedSampler");
   std::vector<size_t> global = shuffle_ ? random_permutation(n_, seed_, epoch) : iota_indices(n_);
+  global.erase(global.begin(), global.begin() + static_cast<std::ptrdiff_t>(std::min(start, n_)));
+  const size_t m = global.size();
   const auto w = static_cast<size_t>(world_);
-  const size_t total = per_rank_ * w;
+  const size_t per_rank = drop_last_ ? m / w : (m + w - 1) / w;
+  const size_t total = per_rank * w;
   std::vector<size_t> mine;
-  mine.reserve(per_rank_);
-  // Entry p of the padded (or cut) global order is global[p % n].
-  for (size_t p = static_cast<size_t>(rank_); p < total; p += w) mine.push_back(global[p % n_]);
+  mine.reserve(per_rank);
+  // Entry p of the padded (or cut) global order is global[p % m].
+  for (size_t p = static_cast<size_t>(rank_); p < total; p += w) mine.push_back(global[p % m]);
   return mine;
+}
+
+std::vector<size_t> Sampler::indices_from(int64_t epoch, size_t start) const {
+  KILN_CHECK(start == 0, "this sampler cannot continue an epoch from position ", start,
+             " of its order (Note [Elastic epochs]: RandomSampler and DistributedSampler can)");
+  return indices(epoch);
+}
+
+std::vector<size_t> RandomSampler::indices_from(int64_t epoch, size_t start) const {
+  std::vector<size_t> order = indices(epoch);
+  order.erase(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(start, order.size())));
+  return order;
 }
 
 BatchSampler::BatchSampler(std::shared_ptr<const Sampler> sampler, int64_t batch_size, bool drop_last)
@@ -80,6 +97,18 @@ BatchSampler::BatchSampler(std::shared_ptr<const Sampler> sampler, int64_t batch
 size_t BatchSampler::size() const {
   const size_t n = sampler_->size();
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+}
+
+std::vector<std::vector<size_t>> BatchSampler::batches_from(int64_t epoch, size_t start) const {
+  if (start == 0) return batches(epoch);
+  const std::vector<size_t> order = sampler_->indices_from(epoch, start);
+  std::vector<std::vector<size_t>> out;
+  for (size_t begin = 0; begin < order.size(); begin += batch_size_) {
+    const size_t end = std::min(order.size(), begin + batch_size_);
+    if (drop_last_ && end - begin < batch_size_) break;
+    out.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(begin), order.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  return out;
 }
 
 std::vector<std::vector<size_t>> BatchSampler::batches(int64_t epoch) const {

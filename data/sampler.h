@@ -31,6 +31,12 @@ class Sampler {
   virtual std::vector<size_t> indices(int64_t epoch) const = 0;
   // Number of indices per epoch.
   virtual size_t size() const = 0;
+  // Note [Elastic epochs]: epoch `epoch` continued from position `start` of
+  // its global order, for a resume on another number of ranks (the ranks of
+  // the run that stopped had seen exactly the first `start` entries). The
+  // default takes only start == 0 (= indices(epoch)); RandomSampler and
+  // DistributedSampler give their rule applied to global[start, n).
+  virtual std::vector<size_t> indices_from(int64_t epoch, size_t start) const;
 };
 
 // 0, 1, ..., n-1 every epoch.
@@ -49,6 +55,7 @@ class RandomSampler : public Sampler {
  public:
   RandomSampler(size_t dataset_size, uint64_t seed) : n_(dataset_size), seed_(seed) {}
   std::vector<size_t> indices(int64_t epoch) const override;
+  std::vector<size_t> indices_from(int64_t epoch, size_t start) const override;
   size_t size() const override { return n_; }
 
  private:
@@ -71,6 +78,7 @@ class DistributedSampler : public Sampler {
   DistributedSampler(size_t dataset_size, int64_t rank, int64_t world_size, bool shuffle = true,
                      uint64_t seed = 0, bool drop_last = false);
   std::vector<size_t> indices(int64_t epoch) const override;
+  std::vector<size_t> indices_from(int64_t epoch, size_t start) const override;
   size_t size() const override { return per_rank_; }
   int64_t rank() const { return rank_; }
   int64_t world_size() const { return world_; }
@@ -96,6 +104,9 @@ class BatchSampler {
   virtual ~BatchSampler() = default;
   // The batches of epoch `epoch`: [b][j] = j-th example index of batch b.
   virtual std::vector<std::vector<size_t>> batches(int64_t epoch) const;
+  // The batches of the sampler's indices_from(epoch, start) (Note [Elastic
+  // epochs]); start == 0 is batches(epoch).
+  virtual std::vector<std::vector<size_t>> batches_from(int64_t epoch, size_t start) const;
   // Number of batches per epoch.
   virtual size_t size() const;
   size_t batch_size() const { return batch_size_; }

@@ -34,6 +34,8 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
   KILN_CHECK(group_ != nullptr, "DistributedDataParallel: no process group (call dist::init_process_group())");
   KILN_CHECK(options_.bucket_cap_bytes > 0, "DistributedDataParallel: bucket_cap_bytes must be > 0, got ",
              options_.bucket_cap_bytes);
+  KILN_CHECK(options_.shard_stage >= 0 && options_.shard_stage <= 2,
+             "DistributedDataParallel: shard_stage must be 0, 1 or 2, got ", options_.shard_stage);
   std::unordered_set<const TensorImpl*> seen;
   for (auto& [name, t] : module_.named_parameters()) {
     if (!t.requires_grad() || !seen.insert(t.impl_ptr().get()).second) continue;
@@ -46,6 +48,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
   check_same_module_on_all_ranks();
   broadcast_parameters();
   build_buckets();
+  assign_owners();
   for (size_t i = 0; i < params_.size(); ++i) {
     const int index = static_cast<int>(i);
     params_[i].hook = params_[i].tensor.register_post_accumulate_grad_hook([this, index](const Tensor&) {
@@ -181,7 +184,16 @@ void DistributedDataParallel::launch(int b) {
     else slot.zero_();
   }
   try {
-    bucket.work = group_->all_reduce_async(bucket.flat, ReduceOp::Avg);
+    if (options_.shard_stage == 2) {  // Note [Sharded optimizer state]
+      bucket.shard = empty_tensor({bucket.counts[static_cast<size_t>(group_->rank())]}, bucket.flat.dtype(),
+                                  group_->device());
+      bucket.work = group_->reduce_scatter_raw(bucket.flat.raw_data(), bucket.shard.raw_data(), bucket.counts,
+                                               bucket.flat.dtype(), ReduceOp::Avg);
+      bucket.work->keep_alive(bucket.flat);
+      bucket.work->keep_alive(bucket.shard);
+    } else {
+      bucket.work = group_->all_reduce_async(bucket.flat, ReduceOp::Avg);
+    }
   } catch (const Error& e) {
     fail("DistributedDataParallel: gradient bucket ", bucket_label(b), ": ", e.what());
   }
@@ -234,19 +246,33 @@ void DistributedDataParallel::finish_gradient_sync() {
         fail("DistributedDataParallel: gradient bucket ", bucket_label(b), ": ", e.what());
       }
     }
-    for (int i : bucket.params) {
-      Param& p = params_[i];
-      Tensor& grad = p.tensor.mutable_grad();
-      if (group_->size() == 1) {
-        if (!grad.defined()) grad = zeros_like(p.tensor.detach());  // UnusedParameters::Zero
-        continue;
-      }
-      Tensor slot = bucket.flat.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.sizes());
-      if (grad.defined()) grad.copy_(slot);
-      else grad = slot.clone();
-    }
+    copy_out_gradients(bucket);
   }
   reset_backward_state();
+}
+
+// The reduced gradients of a completed bucket into .grad: every parameter's
+// (all_reduce), or only this rank's, the others' dropped (stage 2).
+void DistributedDataParallel::copy_out_gradients(Bucket& bucket) {
+  const bool scattered = options_.shard_stage == 2 && group_->size() > 1;
+  const int64_t mine = scattered ? segment_offset(bucket) : 0;
+  for (int i : bucket.params) {
+    Param& p = params_[i];
+    Tensor& grad = p.tensor.mutable_grad();
+    if (group_->size() == 1) {
+      if (!grad.defined()) grad = zeros_like(p.tensor.detach());  // UnusedParameters::Zero
+      continue;
+    }
+    if (scattered && p.owner != group_->rank()) {
+      grad = Tensor();
+      continue;
+    }
+    Tensor slot = scattered ? bucket.shard.narrow(0, p.offset - mine, p.tensor.numel()).view(p.tensor.sizes())
+                            : bucket.flat.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.sizes());
+    if (grad.defined()) grad.copy_(slot);
+    else grad = slot.clone();
+  }
+  bucket.shard = Tensor();
 }
 
 void DistributedDataParallel::reset_backward_state() {
@@ -254,6 +280,7 @@ void DistributedDataParallel::reset_backward_state() {
   for (Bucket& b : buckets_) {
     b.pending = static_cast<int>(b.params.size());
     b.work.reset();
+    b.shard = Tensor();
   }
   next_launch_ = 0;
 }

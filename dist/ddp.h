@@ -48,6 +48,30 @@
 // parameter whose hook did not fire in this backward but that holds a .grad
 // from earlier no_sync micro-steps is reduced with that .grad.
 //
+// Note [Sharded optimizer state]: with DDPOptions::shard_stage 1 or 2 (ZeRO
+// stages 1 and 2; `--shard-optimizer`) each trainable parameter has one owner
+// rank, and only its owner keeps optimizer state for it and updates it
+// (optim::Optimizer::set_owned, from owned_mask()); gather_parameters() after
+// the step sends every updated parameter from its owner to the other ranks
+// (all_gatherv per bucket). Owners are assigned over the buckets' parameter
+// order by cumulative size (a parameter goes to the rank whose 1/world share
+// of the elements holds its middle), so each rank owns about 1/world of the
+// elements and, within a bucket, rank r's parameters are one contiguous
+// segment. Whole parameters, not slices: LAMB's per-parameter trust ratio and
+// every optimizer's per-parameter state stay as they are.
+//   stage 1: gradients are all-reduced as without sharding; every rank holds
+//     all averaged gradients, and the owner's update is exactly the unsharded
+//     one, so training is bitwise that of plain DDP.
+//   stage 2: each bucket is reduce-scattered (reduce_scatter_raw with the
+//     ranks' segment sizes) instead of all-reduced, so a rank receives only
+//     the averaged gradients it owns; the others' .grad are dropped after the
+//     bucket completes. Over 2 ranks each element is still a + b (bitwise the
+//     all_reduce's); a gradient-norm clip must add the ranks' parts
+//     (sharded_grad_norm) and differs from the unsharded norm in rounding.
+// Memory per rank: optimizer state (AdamW: 8 bytes per float32 parameter)
+// about 1/world of it; with stage 2 also the .grad tensors (the bucket
+// buffers stay full size, as plain DDP's).
+//
 // Invariants: build DDP after Module::to() (which replaces parameter tensors)
 // and before the optimizer steps; every rank builds the same module (checked
 // at construction: same parameter names, shapes and dtypes); one
@@ -71,6 +95,7 @@ struct DDPOptions {
   int64_t bucket_cap_bytes = int64_t{25} << 20;  // 25 MiB
   bool broadcast_buffers = true;                 // buffers as well as parameters at construction
   UnusedParameters unused_parameters = UnusedParameters::Error;
+  int shard_stage = 0;  // 0: none; 1, 2: Note [Sharded optimizer state]
 };
 
 class DistributedDataParallel {
@@ -116,6 +141,21 @@ class DistributedDataParallel {
   // every rank, e.g. after rank 0 loaded a checkpoint. A collective.
   void broadcast_parameters();
 
+  // ---- Note [Sharded optimizer state] --------------------------------------
+  int shard_stage() const { return options_.shard_stage; }
+  // The rank that owns trainable parameter `t` (one of module()'s); every
+  // rank owns everything when shard_stage() is 0. kiln::Error for a tensor
+  // DDP does not reduce.
+  int owner(const Tensor& t) const;
+  // For each tensor: true when this rank updates it (not one of DDP's
+  // parameters, e.g. frozen: true). For optim::Optimizer::set_owned.
+  std::vector<bool> owned_mask(const std::vector<Tensor>& params) const;
+  // Elements of the trainable parameters this rank owns (all when unsharded).
+  int64_t owned_numel() const;
+  // After optimizer.step(): every parameter from its owner to every rank (a
+  // collective; nothing when shard_stage() is 0 or the world is one rank).
+  void gather_parameters();
+
   struct BucketInfo {
     std::vector<std::string> names;  // full parameter names, in bucket order
     int64_t numel = 0;
@@ -130,6 +170,7 @@ class DistributedDataParallel {
     Tensor tensor;
     int bucket = 0;
     int64_t offset = 0;  // in the bucket's flat buffer
+    int owner = 0;       // Note [Sharded optimizer state]
     int hook = 0;
     bool ready = false;  // its hook fired in the current synced backward
   };
@@ -138,6 +179,8 @@ class DistributedDataParallel {
     Tensor flat;              // [numel], the bucket's dtype, on the group's device
     int pending = 0;          // params not yet ready
     WorkPtr work;             // its all-reduce once started (buckets < next_launch_)
+    std::vector<int64_t> counts;  // elements each rank owns in it (sharded), in rank order
+    Tensor shard;                 // stage 2: this rank's reduce-scattered segment
   };
 
   void check_same_module_on_all_ranks();
@@ -146,6 +189,9 @@ class DistributedDataParallel {
   void launch_ready_buckets();
   void launch(int b);
   void reset_backward_state();
+  void assign_owners();
+  int64_t segment_offset(const Bucket& bucket) const;  // of this rank's segment in the flat buffer
+  void copy_out_gradients(Bucket& bucket);
   std::string bucket_label(int b) const;
 
   nn::Module& module_;

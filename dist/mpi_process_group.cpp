@@ -1,6 +1,6 @@
 // The "mpi" process group: CPU collectives over MPI (OpenMPI from Debian),
 // each started non-blocking (MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather,
-// MPI_Ibarrier) on the group's own communicator (a duplicate of
+// MPI_Ireduce_scatter, MPI_Iallgatherv, MPI_Ibarrier) on the group's own communicator (a duplicate of
 // MPI_COMM_WORLD) and completed by Work::wait() polling MPI_Test against the
 // timeout (Note [Collective timeout]). MPI errors are returned, not fatal
 // (MPI_ERRORS_RETURN), and become kiln::Error naming the collective.
@@ -13,9 +13,14 @@
 // one process ("single") and a one-process NCCL group work as ever.
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include "dist/dist_hooks.h"
 #include "dist/process_group.h"
@@ -118,9 +123,60 @@ class MpiWork final : public Work {
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
-  MpiProcessGroup(MPI_Comm comm, int rank, int size, double timeout)
-      : ProcessGroup(rank, size, timeout), comm_(comm) {}
+  MpiProcessGroup(MPI_Comm comm, MPI_Comm probe_comm, int rank, int size, double timeout)
+      : ProcessGroup(rank, size, timeout), comm_(comm), probe_comm_(probe_comm) {}
   std::string backend() const override { return "mpi"; }
+
+  // Note [Naming the lost rank]: answer every ping that has arrived.
+  void serve_probes() override {
+    if (probe_comm_ == MPI_COMM_NULL) return;
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kPing, probe_comm_, &flag, &st) != MPI_SUCCESS || !flag) return;
+      int token = 0;
+      if (MPI_Recv(&token, 1, MPI_INT, st.MPI_SOURCE, kPing, probe_comm_, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+      MPI_Request req;  // the buffer is static: the send may complete whenever
+      if (MPI_Isend(&kToken, 1, MPI_INT, st.MPI_SOURCE, kPong, probe_comm_, &req) == MPI_SUCCESS)
+        MPI_Request_free(&req);
+    }
+  }
+
+  std::optional<std::vector<int>> unresponsive_ranks(double seconds) override {
+    if (probe_comm_ == MPI_COMM_NULL) return std::nullopt;
+    using Clock = std::chrono::steady_clock;
+    const int n = size();
+    // Receive buffers outlive the group: a late answer may still land (the job is about to end).
+    auto* answers = new std::vector<int>(static_cast<size_t>(n), 0);  // NOLINT: intentional leak
+    std::vector<MPI_Request> recv(static_cast<size_t>(n), MPI_REQUEST_NULL);
+    std::vector<bool> answered(static_cast<size_t>(n), false);
+    for (int r = 0; r < n; ++r) {
+      if (r == rank()) continue;
+      const auto i = static_cast<size_t>(r);
+      if (MPI_Irecv(&(*answers)[i], 1, MPI_INT, r, kPong, probe_comm_, &recv[i]) != MPI_SUCCESS) continue;
+      MPI_Request req;
+      if (MPI_Isend(&kToken, 1, MPI_INT, r, kPing, probe_comm_, &req) == MPI_SUCCESS) MPI_Request_free(&req);
+    }
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    int pending = n - 1;
+    while (pending > 0 && Clock::now() < deadline) {
+      serve_probes();  // a peer may be probing at the same time
+      for (int r = 0; r < n; ++r) {
+        const auto i = static_cast<size_t>(r);
+        if (r == rank() || answered[i] || recv[i] == MPI_REQUEST_NULL) continue;
+        int flag = 0;
+        if (MPI_Test(&recv[i], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) {
+          answered[i] = true;
+          --pending;
+        }
+      }
+      std::this_thread::yield();
+    }
+    std::vector<int> lost;
+    for (int r = 0; r < n; ++r)
+      if (r != rank() && !answered[static_cast<size_t>(r)]) lost.push_back(r);
+    return lost;
+  }
 
  protected:
   WorkPtr start_all_reduce(void* data, int64_t count, DType dtype, ReduceOp op, const std::string& what) override {
@@ -153,6 +209,42 @@ class MpiProcessGroup final : public ProcessGroup {
     return std::make_shared<MpiWork>(shared_from_this(), what, req);
   }
 
+  WorkPtr start_reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype,
+                               ReduceOp op, const std::string& what) override {
+    const MPI_Datatype type = reduce_type(dtype, what);
+    // A non-blocking collective reads its count array until it completes: the Work keeps it.
+    auto recv = std::make_shared<std::vector<int>>();
+    for (int64_t c : counts) recv->push_back(mpi_count(c, what));
+    MPI_Request req;
+    check(MPI_Ireduce_scatter(in, out, recv->data(), type, mpi_op(op), comm_, &req), what);
+    auto w = std::make_shared<MpiWork>(shared_from_this(), what, req);
+    w->then([recv] {});
+    if (op == ReduceOp::Avg) {
+      const int n = size();
+      const int64_t mine = counts[static_cast<size_t>(rank())];
+      w->then([out, mine, dtype, n] {
+        if (dtype == DType::Float32) divide<float>(out, mine, n);
+        else divide<double>(out, mine, n);
+      });
+    }
+    return w;
+  }
+
+  WorkPtr start_all_gatherv(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype,
+                            const std::string& what) override {
+    const auto es = static_cast<int64_t>(element_size(dtype));
+    auto arrays = std::make_shared<std::vector<int>>();  // byte counts, then displacements
+    for (int64_t c : counts) arrays->push_back(mpi_count(c * es, what));
+    for (int64_t off : detail::segment_offsets(counts)) arrays->push_back(mpi_count(off * es, what));
+    const int* recv = arrays->data();
+    const int* displs = arrays->data() + counts.size();
+    MPI_Request req;
+    check(MPI_Iallgatherv(in, recv[rank()], MPI_BYTE, out, recv, displs, MPI_BYTE, comm_, &req), what);
+    auto w = std::make_shared<MpiWork>(shared_from_this(), what, req);
+    w->then([arrays] {});
+    return w;
+  }
+
   WorkPtr start_barrier(const std::string& what) override {
     MPI_Request req;
     check(MPI_Ibarrier(comm_, &req), what);
@@ -160,9 +252,12 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   void do_shutdown(bool abandon) override {
-    // With a request possibly in flight the communicator is left to MPI_Abort.
-    if (!abandon && comm_ != MPI_COMM_NULL && mpi_is_running()) MPI_Comm_free(&comm_);
-    comm_ = MPI_COMM_NULL;
+    // With a request possibly in flight the communicators are left to MPI_Abort.
+    if (!abandon && mpi_is_running()) {
+      if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+      if (probe_comm_ != MPI_COMM_NULL) MPI_Comm_free(&probe_comm_);
+    }
+    comm_ = probe_comm_ = MPI_COMM_NULL;
   }
 
  private:
@@ -172,8 +267,13 @@ class MpiProcessGroup final : public ProcessGroup {
     mpi_fail(rc, what);
   }
 
+  static constexpr int kPing = 1, kPong = 2;
+  static const int kToken;
   MPI_Comm comm_;
+  MPI_Comm probe_comm_;  // Note [Naming the lost rank]
 };
+
+const int MpiProcessGroup::kToken = 1;
 
 ProcessGroupPtr make_mpi_group(double timeout_seconds) {
   KILN_CHECK(mpi_is_running(), "new_mpi_group: MPI is not initialised (call init_process_group first)");
@@ -181,10 +281,14 @@ ProcessGroupPtr make_mpi_group(double timeout_seconds) {
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   if (rc != MPI_SUCCESS) mpi_fail(rc, "new_mpi_group: MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  MPI_Comm probe = MPI_COMM_NULL;  // Note [Naming the lost rank]
+  rc = MPI_Comm_dup(MPI_COMM_WORLD, &probe);
+  if (rc != MPI_SUCCESS) mpi_fail(rc, "new_mpi_group: MPI_Comm_dup");
+  MPI_Comm_set_errhandler(probe, MPI_ERRORS_RETURN);
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  return std::make_shared<MpiProcessGroup>(comm, rank, size,
+  return std::make_shared<MpiProcessGroup>(comm, probe, rank, size,
                                            timeout_seconds > 0 ? timeout_seconds : default_timeout_seconds());
 }
 

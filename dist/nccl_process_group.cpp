@@ -25,6 +25,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -117,6 +118,40 @@ class NcclProcessGroup final : public ProcessGroup {
   WorkPtr start_all_gather(const void* in, void* out, int64_t count, DType dtype, const std::string& what) override {
     const size_t bytes = static_cast<size_t>(count) * element_size(dtype);
     return launch(what, [&] { return ncclAllGather(in, out, bytes, ncclUint8, comm_, stream_); });
+  }
+  // Equal counts: one ncclReduceScatter / ncclAllGather; uneven ones: a group
+  // of ncclReduce / ncclBroadcast calls, one per rank's segment.
+  WorkPtr start_reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype,
+                               ReduceOp op, const std::string& what) override {
+    const size_t es = element_size(dtype);
+    const bool equal = std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
+    const std::vector<int64_t> offsets = detail::segment_offsets(counts);
+    return launch(what, [&]() -> ncclResult_t {
+      if (equal)
+        return ncclReduceScatter(in, out, static_cast<size_t>(counts[0]), nccl_type(dtype), nccl_op(op), comm_, stream_);
+      ncclResult_t rc = ncclGroupStart();
+      for (size_t r = 0; r < counts.size() && rc == ncclSuccess; ++r)
+        rc = ncclReduce(static_cast<const char*>(in) + static_cast<size_t>(offsets[r]) * es, out,
+                        static_cast<size_t>(counts[r]), nccl_type(dtype), nccl_op(op), static_cast<int>(r), comm_,
+                        stream_);
+      const ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
+    });
+  }
+  WorkPtr start_all_gatherv(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype,
+                            const std::string& what) override {
+    const size_t es = element_size(dtype);
+    const bool equal = std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
+    const std::vector<int64_t> offsets = detail::segment_offsets(counts);
+    return launch(what, [&]() -> ncclResult_t {
+      if (equal) return ncclAllGather(in, out, static_cast<size_t>(counts[0]) * es, ncclUint8, comm_, stream_);
+      ncclResult_t rc = ncclGroupStart();
+      for (size_t r = 0; r < counts.size() && rc == ncclSuccess; ++r)
+        rc = ncclBroadcast(in, static_cast<char*>(out) + static_cast<size_t>(offsets[r]) * es,
+                           static_cast<size_t>(counts[r]) * es, ncclUint8, static_cast<int>(r), comm_, stream_);
+      const ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
+    });
   }
   WorkPtr start_barrier(const std::string& what) override {
     return launch(what, [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_); });

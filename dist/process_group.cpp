@@ -6,6 +6,7 @@
 // (dist/dist_hooks.h, Note [Package layout] in core/components.h).
 #include "dist/process_group.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -72,11 +73,11 @@ void Work::wait() {
   // first spins, yield the core to whoever shares it.
   for (int64_t spin = 0;; ++spin) {
     if (test()) return;
+    if ((spin & 255) == 0) group_->serve_probes();
     if (Clock::now() >= deadline) {
       std::ostringstream msg;
-      msg << what_ << " timed out after " << timeout
-          << " s: another rank is dead, stuck, or called a different collective"
-             " (timeout: ProcessGroupOptions::timeout_seconds or KILN_DIST_TIMEOUT)";
+      msg << what_ << " timed out after " << timeout << " s: " << group_->blame(timeout)
+          << " (timeout: ProcessGroupOptions::timeout_seconds or KILN_DIST_TIMEOUT)";
       on_timeout();
       group_->mark_failed(msg.str());
       throw Error(msg.str());
@@ -112,6 +113,27 @@ void ProcessGroup::set_timeout_seconds(double seconds) {
   timeout_s_ = seconds;
 }
 
+std::optional<std::vector<int>> ProcessGroup::unresponsive_ranks(double) { return std::nullopt; }
+
+// Note [Naming the lost rank]: what a timeout says about the other ranks.
+std::string ProcessGroup::blame(double timeout) {
+  const double window = std::min(5.0, std::max(1.0, timeout / 10));
+  std::optional<std::vector<int>> lost;
+  try {
+    lost = unresponsive_ranks(window);
+  } catch (const Error&) {
+  }
+  if (!lost) return "another rank is dead, stuck, or called a different collective";
+  if (lost->empty())
+    return kiln::detail::str_cat("every other rank answered a liveness probe within ", window,
+                                 " s: they are alive and waiting in collectives, so one called a different "
+                                 "collective (or the same with another size): the ranks' control flow diverged");
+  std::string ranks;
+  for (size_t i = 0; i < lost->size(); ++i) ranks += (i ? ", " : "") + std::to_string((*lost)[i]);
+  return kiln::detail::str_cat(lost->size() == 1 ? "rank " : "ranks ", ranks, " did not answer a liveness probe within ",
+                               window, " s (dead, stopped, or busy outside any collective)");
+}
+
 void ProcessGroup::mark_failed(const std::string& why) {
   if (failure_.empty()) failure_ = why;
 }
@@ -141,12 +163,22 @@ void ProcessGroup::check_tensor(const Tensor& t, const char* collective) const {
              ": the tensor requires grad; write into it under NoGradGuard (Note [In-place ops and autograd])");
 }
 
+void ProcessGroup::check_reduction(DType dtype, ReduceOp op, const char* collective) const {
+  KILN_CHECK(dtype != DType::Bool, collective, ": bool tensors cannot be reduced (use int32)");
+  KILN_CHECK(op != ReduceOp::Avg || is_floating(dtype), collective, ": avg needs a floating-point tensor, got ",
+             dtype_name(dtype));
+}
+
+void ProcessGroup::check_counts(const std::vector<int64_t>& counts, const char* collective) const {
+  KILN_CHECK(static_cast<int>(counts.size()) == size_, collective, ": ", counts.size(),
+             " counts for a group of size ", size_);
+  for (int64_t c : counts) KILN_CHECK(c >= 0, collective, ": negative count ", c);
+}
+
 WorkPtr ProcessGroup::all_reduce_raw(void* data, int64_t count, DType dtype, ReduceOp op) {
   check_usable("all_reduce");
   KILN_CHECK(count >= 0, "all_reduce: negative count ", count);
-  KILN_CHECK(dtype != DType::Bool, "all_reduce: bool tensors cannot be reduced (use int32)");
-  KILN_CHECK(op != ReduceOp::Avg || is_floating(dtype), "all_reduce: avg needs a floating-point tensor, got ",
-             dtype_name(dtype));
+  check_reduction(dtype, op, "all_reduce");
   const std::string what = describe(kiln::detail::str_cat("all_reduce(", reduce_op_name(op), ")"), count, dtype);
   return start_all_reduce(data, count, dtype, op, what);
 }
@@ -162,6 +194,25 @@ WorkPtr ProcessGroup::all_gather_raw(const void* in, void* out, int64_t count, D
   check_usable("all_gather");
   KILN_CHECK(count >= 0, "all_gather: negative count ", count);
   return start_all_gather(in, out, count, dtype, describe("all_gather", count, dtype));
+}
+
+WorkPtr ProcessGroup::reduce_scatter_raw(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype,
+                                         ReduceOp op) {
+  check_usable("reduce_scatter");
+  check_counts(counts, "reduce_scatter");
+  check_reduction(dtype, op, "reduce_scatter");
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const std::string what = describe(kiln::detail::str_cat("reduce_scatter(", reduce_op_name(op), ")"), total, dtype);
+  return start_reduce_scatter(in, out, counts, dtype, op, what);
+}
+
+WorkPtr ProcessGroup::all_gatherv_raw(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype) {
+  check_usable("all_gatherv");
+  check_counts(counts, "all_gatherv");
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  return start_all_gatherv(in, out, counts, dtype, describe("all_gatherv", total, dtype));
 }
 
 WorkPtr ProcessGroup::barrier_async() {
@@ -230,7 +281,29 @@ Tensor ProcessGroup::all_gather(const Tensor& t) {
   return out;
 }
 
+Tensor ProcessGroup::reduce_scatter(const Tensor& t, ReduceOp op) {
+  KILN_CHECK(t.defined(), "reduce_scatter: undefined tensor");
+  KILN_CHECK(t.device() == device(), "reduce_scatter: tensor on ", t.device().str(), " but the ", backend(),
+             " process group works on ", device().str(), " tensors");
+  KILN_CHECK(t.dim() >= 1 && t.size(0) == size_, "reduce_scatter: the tensor must be [", size_,
+             ", ...] (one chunk per rank), got ", shape_str(t.sizes()));
+  Tensor in = contiguous_buffer(t.detach());
+  const Shape shape(t.sizes().begin() + 1, t.sizes().end());
+  Tensor out = empty_tensor(shape, t.dtype(), device());
+  WorkPtr w = reduce_scatter_raw(in.raw_data(), out.raw_data(), std::vector<int64_t>(size_, out.numel()), in.dtype(), op);
+  w->keep_alive(in);
+  w->keep_alive(out);
+  w->wait();
+  return out;
+}
+
 void ProcessGroup::barrier() { barrier_async()->wait(); }
+
+std::vector<int64_t> detail::segment_offsets(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> offsets(counts.size(), 0);
+  for (size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+  return offsets;
+}
 
 // ---- the single group (world size 1) --------------------------------------
 
@@ -252,6 +325,14 @@ class SingleProcessGroup final : public ProcessGroup {
   WorkPtr start_all_gather(const void* in, void* out, int64_t count, DType dtype, const std::string& what) override {
     if (in != out && count > 0) std::memmove(out, in, static_cast<size_t>(count) * element_size(dtype));
     return std::make_shared<DoneWork>(shared_from_this(), what);
+  }
+  WorkPtr start_reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype, ReduceOp,
+                               const std::string& what) override {
+    return start_all_gather(in, out, counts[0], dtype, what);  // one rank: its own values
+  }
+  WorkPtr start_all_gatherv(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype,
+                            const std::string& what) override {
+    return start_all_gather(in, out, counts[0], dtype, what);
   }
   WorkPtr start_barrier(const std::string& what) override { return std::make_shared<DoneWork>(shared_from_this(), what); }
   void do_shutdown(bool) override {}

@@ -1,5 +1,6 @@
 // ProcessGroup: the ranks of a data-parallel job and the collectives between
-// them (all_reduce, broadcast, all_gather, barrier), as torch.distributed.
+// them (all_reduce, broadcast, all_gather, reduce_scatter, barrier), as
+// torch.distributed.
 //
 // Backends:
 //   "mpi"     CPU tensors over MPI (OpenMPI); rank and size come from mpirun.
@@ -29,6 +30,18 @@
 // destroy_process_group() aborts the whole MPI job (MPI_Abort) rather than
 // finalising, so no rank is left waiting.
 //
+// Note [Naming the lost rank]: a timeout alone cannot say which peer is at
+// fault, so before giving up a rank probes the others: the mpi group keeps a
+// second communicator on which every rank, while it waits in a collective
+// (Work::wait), answers "ping" messages. The timed-out rank pings every
+// other rank and waits min(5, max(1, timeout / 10)) seconds for the answers;
+// the error then names the ranks that did not answer (dead, stopped, or busy
+// outside any collective, e.g. still computing) or, when all answered, says
+// that they are alive but waiting in another collective (diverging control
+// flow). A killed process is seen sooner by mpirun, which ends the job and
+// names it ("mpirun noticed that process rank 1 ... exited on signal 9").
+// The nccl group cannot probe (its errors name only the collective).
+//
 // Note [Deterministic reductions]: an all_reduce's sum order per element is
 // fixed by MPI for a given world size and message size, so the same inputs
 // give the same bits on every run. ReduceOp::Avg is a Sum followed by a
@@ -39,6 +52,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,6 +134,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   WorkPtr broadcast_async(const Tensor& t, int root = 0);
   // [size(), *t.sizes()]: row r is rank r's t (any dtype).
   Tensor all_gather(const Tensor& t);
+  // t is [size(), *rest] on every rank; returns [*rest]: op over all ranks'
+  // t[rank()] (torch.distributed.reduce_scatter_tensor). Same dtypes and ops
+  // as all_reduce. With a Sum over 2 ranks each element is a + b, as in
+  // all_reduce (bitwise equal); over more ranks MPI may add in another order.
+  Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum);
   // Returns when every rank has entered the barrier.
   void barrier();
 
@@ -130,7 +149,23 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   WorkPtr all_reduce_raw(void* data, int64_t count, DType dtype, ReduceOp op);
   WorkPtr broadcast_raw(void* data, int64_t count, DType dtype, int root);
   WorkPtr all_gather_raw(const void* in, void* out, int64_t count, DType dtype);
+  // Uneven forms (MPI_Reduce_scatter, MPI_Allgatherv; NCCL: grouped
+  // ncclReduce/ncclBroadcast, or ncclReduceScatter/ncclAllGather when the
+  // counts are equal). counts has size() entries >= 0, the same on every rank.
+  // reduce_scatter: `in` holds sum(counts) elements; rank r's `out` receives
+  // counts[r] elements, op over all ranks of in[offset_r, offset_r + counts[r]).
+  // all_gatherv: `in` holds counts[rank()] elements; `out` (sum(counts))
+  // receives every rank's `in` at its offset.
+  WorkPtr reduce_scatter_raw(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype,
+                             ReduceOp op);
+  WorkPtr all_gatherv_raw(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype);
   WorkPtr barrier_async();
+
+  // Note [Naming the lost rank]: answers peers' liveness probes (called by
+  // Work::wait while it polls); after a timeout, the other ranks that did not
+  // answer a probe within `seconds`, or nullopt when the backend cannot probe.
+  virtual void serve_probes() {}
+  virtual std::optional<std::vector<int>> unresponsive_ranks(double seconds);
 
   // Empty while usable; else why not (a timeout, a backend error). The first
   // failure is kept.
@@ -149,14 +184,22 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   virtual WorkPtr start_broadcast(void* data, int64_t count, DType dtype, int root, const std::string& what) = 0;
   virtual WorkPtr start_all_gather(const void* in, void* out, int64_t count, DType dtype,
                                    const std::string& what) = 0;
+  virtual WorkPtr start_reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype,
+                                       ReduceOp op, const std::string& what) = 0;
+  virtual WorkPtr start_all_gatherv(const void* in, void* out, const std::vector<int64_t>& counts, DType dtype,
+                                    const std::string& what) = 0;
   virtual WorkPtr start_barrier(const std::string& what) = 0;
   virtual void do_shutdown(bool abandon) = 0;
   // "<collective> of <bytes> bytes <dtype> (<backend>, rank r of n)"
   std::string describe(const std::string& collective, int64_t count, DType dtype) const;
   void check_usable(const char* collective) const;
+  friend class Work;
+  std::string blame(double timeout);  // Note [Naming the lost rank]
 
  private:
   void check_tensor(const Tensor& t, const char* collective) const;
+  void check_counts(const std::vector<int64_t>& counts, const char* collective) const;
+  void check_reduction(DType dtype, ReduceOp op, const char* collective) const;
   int rank_, size_;
   double timeout_s_;
   std::string failure_;
@@ -208,5 +251,10 @@ std::string nccl_version();
 // False in a build made with KILN_MPI=OFF: the mpi group and mpirun runs are
 // then a kiln::Error "built without MPI".
 bool built_with_mpi();
+
+namespace detail {
+// Element offsets of the segments of an uneven collective: offsets[r] = sum of counts[0, r).
+std::vector<int64_t> segment_offsets(const std::vector<int64_t>& counts);
+}  // namespace detail
 
 }  // namespace kiln::dist

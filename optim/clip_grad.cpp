@@ -71,21 +71,8 @@ void check_norm_type(double norm_type, const char* fn) {
   KILN_CHECK(norm_type > 0, fn, ": norm_type must be > 0 (or infinity), got ", norm_type);
 }
 
-}  // namespace
-
-double grad_norm(const std::vector<Tensor>& params, double norm_type) {
-  check_norm_type(norm_type, "grad_norm");
-  return total_norm(gradients(params, "grad_norm"), norm_type);
-}
-
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
-  check_norm_type(norm_type, "clip_grad_norm");
-  KILN_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
-  const std::vector<Tensor> grads = gradients(params, "clip_grad_norm");
-  if (grads.empty()) return 0.0;
-  const double total = total_norm(grads, norm_type);
-  KILN_CHECK(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm: the total norm of order ", norm_type,
-             " of the gradients is ", total, "; set error_if_nonfinite = false to scale by it anyway");
+// Every gradient times min(max_norm / (total + 1e-6), 1).
+void scale_gradients(const std::vector<Tensor>& grads, double max_norm, double total) {
   const double coef = std::min(max_norm / (total + 1e-6), 1.0);  // std::min keeps a nan coef
   NoGradGuard no_grad;
   for (const Tensor& grad : grads) {
@@ -104,6 +91,29 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
       grad.bump_version();
     });
   }
+}
+
+}  // namespace
+
+void clip_grads_to_norm(const std::vector<Tensor>& params, double max_norm, double total_norm) {
+  KILN_CHECK(max_norm >= 0, "clip_grads_to_norm: max_norm must be >= 0, got ", max_norm);
+  scale_gradients(gradients(params, "clip_grads_to_norm"), max_norm, total_norm);
+}
+
+double grad_norm(const std::vector<Tensor>& params, double norm_type) {
+  check_norm_type(norm_type, "grad_norm");
+  return total_norm(gradients(params, "grad_norm"), norm_type);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+  check_norm_type(norm_type, "clip_grad_norm");
+  KILN_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  const std::vector<Tensor> grads = gradients(params, "clip_grad_norm");
+  if (grads.empty()) return 0.0;
+  const double total = total_norm(grads, norm_type);
+  KILN_CHECK(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm: the total norm of order ", norm_type,
+             " of the gradients is ", total, "; set error_if_nonfinite = false to scale by it anyway");
+  scale_gradients(grads, max_norm, total);
   return total;
 }
 

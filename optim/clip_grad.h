@@ -26,4 +26,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
 // The same total norm without clipping.
 double grad_norm(const std::vector<Tensor>& params, double norm_type = 2.0);
 
+// Scales the gradients as clip_grad_norm does for a total norm computed
+// elsewhere (e.g. added over the ranks of a sharded optimizer): by
+// min(max_norm / (total_norm + 1e-6), 1).
+void clip_grads_to_norm(const std::vector<Tensor>& params, double max_norm, double total_norm);
+
 }  // namespace kiln::optim

@@ -143,7 +143,7 @@ void Optimizer::step() {
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       const Tensor& grad = p.grad();
-      if (!grad.defined()) continue;
+      if (!grad.defined() || !owns(flat_index(g, i))) continue;
       KILN_CHECK(grad.sizes() == p.sizes() && grad.dtype() == p.dtype() && grad.device() == p.device(), name_,
                  ".step: the gradient of parameter ", i, " of group ", g, " is ", grad.str(),
                  " but the parameter is ", p.str());
@@ -153,6 +153,21 @@ void Optimizer::step() {
     update_group(group, items);
     for (UpdateItem& item : items) item.param.bump_version();
   }
+}
+
+int64_t Optimizer::state_bytes() const {
+  int64_t n = 0;
+  for (const ParamState& st : state_)
+    for (const Tensor& b : st.buffers) n += b.numel() * static_cast<int64_t>(b.element_size());
+  return n;
+}
+
+void Optimizer::set_owned(std::vector<bool> owned) {
+  KILN_CHECK(owned.empty() || owned.size() == state_.size(), name_, ".set_owned: ", owned.size(),
+             " entries for ", state_.size(), " parameters");
+  owned_ = std::move(owned);
+  for (size_t i = 0; i < state_.size(); ++i)
+    if (!owns(i)) state_[i] = ParamState{};
 }
 
 void Optimizer::update_group(const ParamGroup& group, const std::vector<UpdateItem>& items) {
@@ -190,7 +205,7 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
     const std::vector<std::string> names = buffer_names(groups_[g]);
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const ParamState& st = state_[flat_index(g, i)];
-      if (st.step == 0) continue;
+      if (st.step == 0 || !owns(flat_index(g, i))) continue;
       const std::string pre = state_prefix(flat_index(g, i));
       out[pre + "step"] = int64_scalar(st.step);
       for (size_t b = 0; b < names.size(); ++b) out[pre + names[b]] = owned_copy(st.buffers[b], kCPU);
@@ -253,6 +268,11 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
       const size_t flat = flat_index(g, i);
       const std::string pre = state_prefix(flat);
       if (!state.count(pre + "step")) continue;  // no state yet: nothing else may be there
+      if (!owns(flat)) {  // another rank's (sharded): accepted, not kept
+        for (const std::string& b : names) used.insert(pre + b);
+        used.insert(pre + "step");
+        continue;
+      }
       const std::optional<double> step = scalar(pre + "step", DType::Int64);
       if (step && !(*step >= 1 && *step <= static_cast<double>(kMaxStateCount)))
         mismatched.push_back(detail::str_cat(pre, "step is ", *step, ", expected in [1, 2^53]"));

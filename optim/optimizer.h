@@ -112,6 +112,18 @@ class Optimizer {
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
+  // Sharded state (Note [Sharded optimizer state] in dist/ddp.h): owned[i]
+  // (flat index over the groups) says whether this optimizer updates
+  // parameter i and keeps its state. The others are skipped by step(), their
+  // state is dropped, state_dict() leaves it out (the hyperparameters stay
+  // whole), and load_state_dict() accepts and ignores it, so the "state.<i>.*"
+  // entries of all ranks' state_dicts together are the unsharded state. An
+  // empty vector owns everything (the default); else one entry per parameter.
+  void set_owned(std::vector<bool> owned);
+  bool owns(size_t index) const { return owned_.empty() || owned_[index]; }
+  // Bytes of the per-parameter state buffers this optimizer holds.
+  int64_t state_bytes() const;
+
  protected:
   struct ParamState {
     int64_t step = 0;             // updates so far; 0: buffers not yet created
@@ -156,6 +168,7 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::vector<size_t> offsets_;    // offsets_[g]: flat index of group g's first parameter
   std::vector<ParamState> state_;  // by flat index
+  std::vector<bool> owned_;        // set_owned(); empty: all
 };
 
 // For tests only: true makes every optimizer update, clip_grad_norm /

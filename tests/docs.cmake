@@ -5,3 +5,6 @@
 add_test(NAME doc_snippets COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/check_snippets.py
                                    ${PROJECT_SOURCE_DIR}/docs/tutorial.md ${PROJECT_SOURCE_DIR}/docs/onnx.md
                                    ${PROJECT_SOURCE_DIR}/docs/tokenizer.md)
+# bench/scaling_model.py's formulas, and docs/distributed.md ("Cost at scale")
+# holding the tables it prints.
+add_test(NAME scaling_model COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/scaling_model_test.py)

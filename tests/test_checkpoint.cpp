@@ -61,7 +61,9 @@ TEST(Checkpoint, ResumeStateFieldsAreTypeChecked) {
                                {"total_steps", 10},  {"batches_per_epoch", 4},
                                {"vocab_crc32c", "0a1b2c3d"},
                                {"rng", {{"seed", 42}, {"offset", 12}}},
-                               {"loader", {{"epoch", 0}, {"batches_consumed", 3}}}};
+                               {"loader", {{"epoch", 0}, {"batches_consumed", 3}}},
+                               {"world_size", 2},    {"batch_size", 4}, {"grad_accum", 1},
+                               {"max_tokens_per_batch", 512}};
   const train::ResumeState r = train::parse_resume_state(good, "x/trainer_state.json");
   EXPECT_EQ(r.step, 3);
   EXPECT_EQ(r.amp, "fp16");
@@ -74,11 +76,17 @@ TEST(Checkpoint, ResumeStateFieldsAreTypeChecked) {
   EXPECT_EQ(r.rng_offset, 12u);
   ASSERT_TRUE(r.loader.has_value());
   EXPECT_EQ(r.loader->at("batches_consumed"), 3);
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_EQ(r.batch_size, 4);
+  EXPECT_EQ(r.grad_accum, 1);
+  EXPECT_EQ(r.max_tokens_per_batch, 512);
 
   const train::ResumeState minimal = train::parse_resume_state({{"step", 0}}, "x/trainer_state.json");
   EXPECT_EQ(minimal.amp, "none");
   EXPECT_FALSE(minimal.has_rng);
   EXPECT_FALSE(minimal.loader.has_value());
+  EXPECT_EQ(minimal.world_size, -1);  // an older checkpoint: taken as this run's
+  EXPECT_EQ(minimal.max_tokens_per_batch, -1);  // not recorded: no budget
 
   const std::vector<std::pair<nlohmann::json, std::string>> bad = {
       {{{"step", -1}}, "\"step\" must be >= 0"},
@@ -91,6 +99,10 @@ TEST(Checkpoint, ResumeStateFieldsAreTypeChecked) {
       {{{"step", 1}, {"rng", {{"seed", -4}, {"offset", 1}}}}, "\"seed\" must be an unsigned integer"},
       {{{"step", 1}, {"loader", {{"epoch", "0"}}}}, "\"loader\".\"epoch\" must be an integer, got string"},
       {{{"step", 1}, {"loader", {1, 2}}}, "\"loader\" must be an object, got array"},
+      {{{"step", 1}, {"world_size", 0}}, "\"world_size\" must be >= 1, got 0"},
+      {{{"step", 1}, {"batch_size", "4"}}, "\"batch_size\" must be an integer, got string"},
+      {{{"step", 1}, {"max_tokens_per_batch", -3}}, "\"max_tokens_per_batch\" must be >= 0, got -3"},
+      {{{"step", 1}, {"max_tokens_per_batch", "64"}}, "\"max_tokens_per_batch\" must be an integer, got string"},
   };
   for (const auto& [state, message] : bad) {
     try {
@@ -118,6 +130,50 @@ TEST(Checkpoint, RoundTripIsExact) {
     EXPECT_EQ(std::memcmp(c.model[name].raw_data(), t.raw_data(), static_cast<size_t>(t.numel()) * 4), 0) << name;
   }
   EXPECT_EQ(c.optimizer.at("step").item<int64_t>(), 5);
+}
+
+// Note [Optimizer shards]: two ranks' shards moved into a checkpoint are in
+// its manifest, load merged, and consolidate rewrites them into one file; a
+// missing, foreign or overlapping shard is an error naming it.
+TEST(Checkpoint, OptimizerShardsMergeAtLoadAndConsolidate) {
+  const std::string dir = fresh_dir("shards");
+  fs::create_directories(dir + "/staging");
+  auto write_shard = [&](int rank, const std::vector<std::pair<std::string, Tensor>>& entries) {
+    const std::string name = train::optimizer_shard_name(rank, 2);
+    nn::save_safetensors(dir + "/staging/" + name, entries);
+    return std::pair{name, dir + "/staging/" + name};
+  };
+  train::CheckpointData d = make_data(4, 10);
+  d.optimizer = {{"optimizer.param_groups.0.lr", scalar_tensor(0.1, DType::Float64)}};
+  const Tensor s0 = randn({3}), s1 = randn({5});
+  d.moved_files.insert(write_shard(0, {{"optimizer.state.0.exp_avg", s0}}));
+  d.moved_files.insert(write_shard(1, {{"optimizer.state.1.exp_avg", s1}}));
+  const std::string path = train::save_checkpoint(dir, 4, d);
+  EXPECT_TRUE(fs::exists(path + "/optimizer-shard-1-of-2.safetensors"));
+  EXPECT_FALSE(fs::exists(dir + "/staging/optimizer-shard-0-of-2.safetensors")) << "moved, not copied";
+  train::LoadedCheckpoint c = train::load_checkpoint(path);
+  ASSERT_EQ(c.optimizer.size(), 3u);
+  EXPECT_TRUE(testing::bitwise_equal(c.optimizer.at("optimizer.state.1.exp_avg"), s1));
+
+  EXPECT_EQ(train::consolidate_checkpoint(path), 2);
+  EXPECT_FALSE(fs::exists(path + "/optimizer-shard-0-of-2.safetensors"));
+  EXPECT_TRUE(fs::exists(path + "/vocab.txt")) << "the other files are kept";
+  train::verify_checkpoint(path);
+  c = train::load_checkpoint(path);
+  ASSERT_EQ(c.optimizer.size(), 3u);
+  EXPECT_TRUE(testing::bitwise_equal(c.optimizer.at("optimizer.state.0.exp_avg"), s0));
+  EXPECT_EQ(train::consolidate_checkpoint(path), 0) << "nothing left to merge";
+
+  std::map<std::string, Tensor> opt;
+  fs::copy_file(dir + "/checkpoint-4/model.safetensors", dir + "/optimizer-shard-0-of-3.safetensors");
+  EXPECT_KILN_ERROR(train::merge_optimizer_shards(dir, opt), "optimizer-shard-1-of-3.safetensors is missing");
+  nn::save_safetensors(dir + "/optimizer-shard-1-of-2.safetensors", {{"optimizer.state.9.exp_avg", s0}});
+  EXPECT_KILN_ERROR(train::merge_optimizer_shards(dir, opt), "of 3 and of 2 ranks");
+  fs::remove(dir + "/optimizer-shard-0-of-3.safetensors");
+  nn::save_safetensors(dir + "/optimizer-shard-0-of-2.safetensors", {{"a.weight", s0}});
+  EXPECT_KILN_ERROR(train::merge_optimizer_shards(dir, opt), "'a.weight' is not optimizer state");
+  nn::save_safetensors(dir + "/optimizer-shard-0-of-2.safetensors", {{"optimizer.state.9.exp_avg", s0}});
+  EXPECT_KILN_ERROR(train::merge_optimizer_shards(dir, opt), "also in another file");
 }
 
 TEST(Checkpoint, LatestIsTheHighestStepAndPruningKeepsTheNewest) {

@@ -138,6 +138,70 @@ TEST(Sampler, BatchSamplerGroupsInOrder) {
   EXPECT_KILN_ERROR(BatchSampler(nullptr, 2), "sampler is null");
 }
 
+// Note [Elastic epochs]: N ranks see k batches of B each, then M ranks continue
+// the epoch from the k B N-th entry of its order: together every example once
+// (the set an uninterrupted run sees), none twice, for any N, M, B and k.
+TEST(Sampler, ElasticEpochContinuesWhereTheOldRanksStopped) {
+  for (size_t n : {37u, 40u, 103u}) {
+    for (int64_t old_world : {1, 2, 3}) {
+      for (size_t batch : {1u, 4u}) {
+        const size_t per_rank = (n + static_cast<size_t>(old_world) - 1) / static_cast<size_t>(old_world);
+        const size_t batches = (per_rank + batch - 1) / batch;
+        for (size_t k = 0; k <= batches; k += std::max<size_t>(1, batches / 4)) {
+          for (int64_t new_world : {1, 2, 3, 4}) {
+            SCOPED_TRACE(::testing::Message() << "n=" << n << " N=" << old_world << " B=" << batch << " k=" << k
+                                              << " M=" << new_world);
+            const int64_t epoch = 3;
+            std::multiset<size_t> seen;
+            for (int64_t r = 0; r < old_world; ++r) {
+              const BatchSampler bs(std::make_shared<DistributedSampler>(n, r, old_world, true, 5), static_cast<int64_t>(batch));
+              const std::vector<Indices> b = bs.batches(epoch);
+              for (size_t i = 0; i < k && i < b.size(); ++i) seen.insert(b[i].begin(), b[i].end());
+            }
+            const size_t start = k * batch * static_cast<size_t>(old_world);
+            std::set<size_t> rest;
+            for (int64_t r = 0; r < new_world; ++r) {
+              const Indices mine = DistributedSampler(n, r, new_world, true, 5).indices_from(epoch, start);
+              rest.insert(mine.begin(), mine.end());
+            }
+            std::set<size_t> all(seen.begin(), seen.end());
+            all.insert(rest.begin(), rest.end());
+            EXPECT_EQ(all.size(), n) << "every example of the epoch, as an uninterrupted run";
+            if (start <= n) {
+              EXPECT_EQ(seen.size(), start) << "the old ranks saw the first k B N entries, each once";
+              for (size_t i : seen) EXPECT_EQ(rest.count(i), 0u) << "example " << i << " seen twice";
+            } else {
+              EXPECT_TRUE(rest.empty());
+            }
+          }
+        }
+      }
+    }
+  }
+  // One rank: the permutation's tail (RandomSampler walks the order DistributedSampler strides, so a run
+  // on one process and one on many continue each other); a sampler without an order to continue refuses.
+  EXPECT_EQ(RandomSampler(103, 5).indices(3), DistributedSampler(103, 0, 1, true, 5).indices(3));
+  const Indices whole = RandomSampler(10, 3).indices(1);
+  EXPECT_EQ(RandomSampler(10, 3).indices_from(1, 4), Indices(whole.begin() + 4, whole.end()));
+  EXPECT_KILN_ERROR(SequentialSampler(10).indices_from(0, 4), "cannot continue an epoch from position 4");
+}
+
+TEST(DataLoader, AnElasticLoaderStateContinuesTheEpochFromItsStart) {
+  auto sampler = std::make_shared<BatchSampler>(std::make_shared<DistributedSampler>(50, 1, 2, true, 9), 4);
+  DataLoader<size_t, Indices> loader(index_dataset(50), sampler, collate_indices, {.num_workers = 1});
+  loader.load_state(LoaderState{2, 1, 18});
+  const std::vector<Indices> want = sampler->batches_from(2, 18);
+  ASSERT_EQ(want.size(), 4u);  // 32 entries left, 16 for this rank
+  std::vector<Indices> got = drain(loader);
+  EXPECT_EQ(got, std::vector<Indices>(want.begin() + 1, want.end()));
+  EXPECT_EQ(loader.state(), (LoaderState{2, 4, 18}));
+  EXPECT_EQ(LoaderState::from_map(loader.state().to_map()), (LoaderState{2, 4, 18}));
+  EXPECT_EQ(LoaderState({2, 4}).to_map().count("epoch_start"), 0u);  // older checkpoints' form
+  loader.set_epoch(3);
+  EXPECT_EQ(loader.state(), (LoaderState{3, 0, 0}));
+  EXPECT_EQ(drain(loader), sampler->batches(3));
+}
+
 // ---- loader -----------------------------------------------------------------
 
 TEST(DataLoader, BatchesComeInSamplerOrderForAnyWorkerCount) {

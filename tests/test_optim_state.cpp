@@ -143,6 +143,46 @@ TEST(OptimResume, StateDictLayout) {
   EXPECT_TRUE(bitwise_equal(sd.at("state.0.exp_avg"), before));
 }
 
+// Note [Sharded optimizer state]: two "ranks" owning alternate parameters
+// update exactly what one unsharded optimizer does, and their state_dicts
+// together are its state_dict; each loads the whole state and keeps its part.
+TEST(OptimShard, OwnedParametersTogetherAreTheUnshardedOptimizer) {
+  std::vector<Tensor> whole = fresh_params(DType::Float32), even = fresh_params(DType::Float32),
+                      odd = fresh_params(DType::Float32);
+  AdamW a(whole, AdamWOptions{.lr = 0.01}), e(even, AdamWOptions{.lr = 0.01}), o(odd, AdamWOptions{.lr = 0.01});
+  std::vector<bool> mask;
+  for (size_t i = 0; i < whole.size(); ++i) mask.push_back(i % 2 == 0);
+  e.set_owned(mask);
+  mask.flip();
+  o.set_owned(mask);
+  for (int step = 0; step < 3; ++step) {
+    for (auto* ps : {&whole, &even, &odd}) make_grads(*ps, step + 1);
+    a.step();
+    e.step();
+    o.step();
+  }
+  std::map<std::string, Tensor> merged = e.state_dict();
+  for (auto& [k, t] : o.state_dict()) {
+    if (k.rfind("state.", 0) == 0) {
+      EXPECT_TRUE(merged.emplace(k, t).second) << k << " in both shards";
+    }
+  }
+  const std::map<std::string, Tensor> want = a.state_dict();
+  ASSERT_EQ(merged.size(), want.size());
+  for (auto& [k, t] : want) EXPECT_TRUE(bitwise_equal(merged.at(k), t)) << k;
+  for (size_t i = 0; i < whole.size(); ++i)
+    EXPECT_TRUE(bitwise_equal((i % 2 == 0 ? even : odd)[i], whole[i])) << "parameter " << i;
+  // Loading the whole state keeps only the owned part; the rest is accepted, not kept.
+  AdamW again(fresh_params(DType::Float32), AdamWOptions{});
+  std::vector<bool> first(whole.size(), false);
+  first[0] = true;
+  again.set_owned(first);
+  again.load_state_dict(want);
+  EXPECT_EQ(again.param_step(0), 3);
+  EXPECT_EQ(again.param_step(1), 0);
+  EXPECT_KILN_ERROR(again.set_owned({true}), "1 entries for");
+}
+
 // ---- clip_grad_norm ------------------------------------------------------------
 
 TEST(OptimClip, TotalNormAndScaling) {

@@ -25,6 +25,12 @@ grep -q '^Usage: kiln finetune \[OPTIONS\]' sub_help.txt || { fail "kiln finetun
 out=$("$kiln" --version 2>&1) || fail "kiln --version: non-zero exit"
 [[ $out == "kiln $version" ]] || fail "kiln --version printed '$out', expected 'kiln $version'"
 "$kiln" info | grep -qx "  version: $version" || fail "kiln info does not report version $version"
+# The float32 GEMM library choice (Note [GEMM library per shape]): named by
+# kiln info, and a KILN_CPU_GEMM it does not know is one clear error.
+"$kiln" info | grep -q "^  cpu gemm: oneDNN" || fail "kiln info does not name the CPU GEMM libraries"
+KILN_CPU_GEMM=openblas "$kiln" info | grep -q "^  cpu gemm: OpenBLAS.* for every shape (KILN_CPU_GEMM=openblas)" ||
+  fail "kiln info ignores KILN_CPU_GEMM=openblas"
+expect_error "KILN_CPU_GEMM=mkl" "KILN_CPU_GEMM=mkl: expected auto, openblas or onednn" env KILN_CPU_GEMM=mkl "$kiln" info
 
 # Model directories that are not one.
 touch a_file.txt train.tsv
@@ -65,6 +71,20 @@ fi
 # Nothing was written by any of them.
 for d in out_ft out_pt; do [[ ! -e $d ]] || fail "a failed run created $d"; done
 [[ ! -e pred.txt && ! -e m.onnx ]] || fail "a failed run wrote its output"
+
+# --shard-optimizer and `kiln checkpoint consolidate` refuse bad input with one error.
+expect_error "--shard-optimizer 3" "--shard-optimizer must be 0, 1 or 2" \
+  "$kiln" pretrain --synthetic-documents 20 --max-steps 1 --shard-optimizer 3 --output-dir shard3
+expect_error "--shard-optimizer 2 --amp fp16" "--shard-optimizer 2 with --amp fp16 is not supported" \
+  "$kiln" pretrain --synthetic-documents 20 --max-steps 1 --shard-optimizer 2 --amp fp16 --output-dir shard2
+[[ ! -e shard3 && ! -e shard2 ]] || fail "a refused --shard-optimizer left an output directory"
+expect_error "consolidate a missing directory" "missing-dir: checkpoint directory not found" \
+  "$kiln" checkpoint consolidate missing-dir
+mkdir -p not-a-checkpoint && echo keep >not-a-checkpoint/notes.txt
+expect_error "consolidate a plain directory" "not a complete kiln checkpoint" \
+  "$kiln" checkpoint consolidate not-a-checkpoint
+[[ $(cat not-a-checkpoint/notes.txt) == keep ]] || fail "consolidate touched a plain directory's files"
+expect_error "checkpoint without a subcommand" "A subcommand is required" "$kiln" checkpoint
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures failure(s)"

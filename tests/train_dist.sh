@@ -58,6 +58,37 @@ cmp straight/model.safetensors preempted/model.safetensors ||
   { echo "FAIL: weights after preemption and --resume differ from the straight run"; exit 1; }
 cmp straight/checkpoint-6/optimizer.safetensors preempted/checkpoint-6/optimizer.safetensors ||
   { echo "FAIL: optimizer state after preemption differs"; exit 1; }
+# Note [Sharded optimizer state]: --shard-optimizer 1 trains bitwise as the
+# straight run; its checkpoints hold one optimizer shard per rank, resume as
+# unsharded (shards merged at load), and `kiln checkpoint consolidate` merges them.
+"${mpirun[@]}" "$kiln" pretrain "${small[@]}" --shard-optimizer 1 --output-dir zero1 >zero1.log 2>&1 ||
+  { cat zero1.log; echo "FAIL: --shard-optimizer 1"; exit 1; }
+grep -q "sharded optimizer (ZeRO stage 1)" zero1.log || { cat zero1.log; echo "FAIL: no sharding banner"; exit 1; }
+cmp straight/model.safetensors zero1/model.safetensors || { echo "FAIL: ZeRO-1 weights differ from the straight run"; exit 1; }
+for r in 0 1; do
+  [[ -f zero1/checkpoint-6/optimizer-shard-$r-of-2.safetensors ]] || { echo "FAIL: no optimizer shard $r"; exit 1; }
+done
+"${mpirun[@]}" "$kiln" pretrain "${small[@]}" --shard-optimizer 2 --output-dir zero2 >zero2.log 2>&1 ||
+  { cat zero2.log; echo "FAIL: --shard-optimizer 2"; exit 1; }
+"$kiln" checkpoint consolidate zero1/checkpoint-3 >consolidate.log 2>&1 ||
+  { cat consolidate.log; echo "FAIL: kiln checkpoint consolidate"; exit 1; }
+grep -q "merged 2 optimizer shards" consolidate.log || { cat consolidate.log; echo "FAIL: consolidate said"; exit 1; }
+[[ ! -e zero1/checkpoint-3/optimizer-shard-0-of-2.safetensors ]] || { echo "FAIL: shards left after consolidate"; exit 1; }
+# Note [Elastic resume]: 2 ranks of 4 stop at step 3; 1 rank of 8 (the same 8 examples per step) continues.
+"${mpirun[@]}" "$kiln" pretrain "${small[@]}" --shard-optimizer 1 --stop-after-steps 3 --output-dir elastic \
+  >elastic1.log 2>&1 || { cat elastic1.log; echo "FAIL: elastic first half"; exit 1; }
+one_rank=("${small[@]}")
+one_rank[5]=8  # --batch-size 8
+"$kiln" pretrain "${one_rank[@]}" --resume --output-dir elastic >elastic2.log 2>&1 ||
+  { cat elastic2.log; echo "FAIL: resume on 1 rank of a 2-rank checkpoint"; exit 1; }
+grep -q "elastic resume: .* written by 2 ranks .* continue epoch 0 after its first 24 examples" elastic2.log ||
+  { cat elastic2.log; echo "FAIL: no elastic resume line"; exit 1; }
+grep -q "resuming from .*elastic/checkpoint-3 at step 3/6" elastic2.log || { cat elastic2.log; echo "FAIL: step"; exit 1; }
+one_rank[5]=3
+if "${mpirun[@]}" "$kiln" pretrain "${one_rank[@]}" --resume --output-dir elastic >elastic3.log 2>&1; then
+  echo "FAIL: a resume with another global batch succeeded"; exit 1
+fi
+grep -q "batch size x ranks x accumulation is 8" elastic3.log || { cat elastic3.log; echo "FAIL: no clear message"; exit 1; }
 # An error on the ranks ends the job at once (not at a collective timeout).
 t0=$(date +%s)
 if "${mpirun[@]}" "$kiln" pretrain "${small[@]}" --output-dir straight >again.log 2>&1; then
@@ -65,4 +96,4 @@ if "${mpirun[@]}" "$kiln" pretrain "${small[@]}" --output-dir straight >again.lo
 fi
 grep -q "already holds a training run" again.log || { cat again.log; echo "FAIL: no clear message"; exit 1; }
 (( $(date +%s) - t0 < 60 )) || { echo "FAIL: the failing job took $(( $(date +%s) - t0 )) s to end"; exit 1; }
-echo "ok: mpirun -np 2 kiln pretrain, one progress stream, bitwise resume, preemption on one rank, prompt failure"
+echo "ok: mpirun -np 2 kiln pretrain, one progress stream, bitwise resume, preemption on one rank, ZeRO-1/2, consolidate, elastic resume 2 -> 1, prompt failure"

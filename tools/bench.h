@@ -125,12 +125,7 @@ class StepMemory {
     if (device_.is_cpu()) cpu_reset_peak_memory_stats();
     else cuda::reset_peak_memory_stats(device_.index);
   }
-  static std::size_t resident_peak() {
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);)
-      if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
-    return 0;
-  }
+  static std::size_t resident_peak() { return resident_peak_bytes(); }
   Device device_;
   std::size_t start_ = 0, before_forward_ = 0, saved_ = 0, overall_peak_ = 0;
   bool phases_ = false, rss_reset_ = false;

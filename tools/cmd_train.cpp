@@ -129,6 +129,11 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
   cmd->add_option("--amp", a.amp, "mixed precision: none, bf16 or fp16 (fp16 with dynamic loss scaling)")
       ->capture_default_str();
   if (training)
+    cmd->add_option("--shard-optimizer", a.shard_optimizer,
+                    "under mpirun: 1 shards the optimizer state over the ranks (ZeRO stage 1, the same results), "
+                    "2 also reduce-scatters the gradients (stage 2); 0: every rank keeps all of it")
+        ->capture_default_str();
+  if (training)
     cmd->add_flag("--gradient-checkpointing", a.gradient_checkpointing,
                   "recompute each layer's activations in backward instead of keeping them: less memory, "
                   "about one more forward per step, the same results");
@@ -149,6 +154,11 @@ void add_flags(CLI::App* cmd, TrainCommand& c, Mode mode) {
                   "freeze the parameters whose names a regular expression finds (e.g. embeddings, "
                   "'encoder\\.layer\\.[0-3]\\.'): no gradient, no optimizer state; repeatable");
   if (mode == Mode::Finetune) add_lora_flags(cmd, a);
+  if (mode == Mode::Finetune)
+    cmd->add_option("--max-tokens-per-batch", a.max_tokens_per_batch,
+                    "training batches of similar-length examples, at most --batch-size of them and at most this "
+                    "many padded tokens each (sequence and token classification; 0: off)")
+        ->capture_default_str();
   if (mode == Mode::Pretrain)
     cmd->add_option("--validation-split-percentage", a.validation_split_percentage,
                     "without --validation-file: % of the training examples held out for evaluation")

@@ -99,6 +99,13 @@ void write_checkpoint_files(const fs::path& dir, int64_t step, const CheckpointD
                "' is not a plain file name");
     write_text(dir / name, text);
   }
+  for (const auto& [name, path] : data.moved_files) {
+    KILN_CHECK(is_plain_file_name(name) && name != kManifest && !fs::exists(dir / name),
+               "save_checkpoint: moved file name '", name, "' is not a plain, new file name");
+    std::error_code ec;
+    fs::rename(path, dir / name, ec);
+    KILN_CHECK(!ec, "save_checkpoint: cannot move ", path, " into the checkpoint: ", ec.message());
+  }
   write_manifest(dir, step);
   for (const auto& e : fs::directory_iterator(dir)) fsync_path(e.path(), false);
   fsync_path(dir, true);
@@ -259,6 +266,17 @@ ResumeState parse_resume_state(const nlohmann::json& st, const std::string& path
   if (const auto* j = field(st, "batches_per_epoch", "an integer", is_int))
     r.batches_per_epoch = int64_of(*j, "batches_per_epoch");
   if (const auto* j = field(st, "vocab_crc32c", "a string", is_string)) r.vocab_crc32c = j->get<std::string>();
+  for (auto [key, out] : {std::pair{"world_size", &r.world_size}, std::pair{"batch_size", &r.batch_size},
+                          std::pair{"grad_accum", &r.grad_accum}})
+    if (const auto* j = field(st, key, "an integer", is_int)) {
+      *out = int64_of(*j, key);
+      KILN_CHECK(*out >= 1, path, ": \"", key, "\" must be >= 1, got ", *out);
+    }
+  if (const auto* j = field(st, "max_tokens_per_batch", "an integer", is_int)) {
+    r.max_tokens_per_batch = int64_of(*j, "max_tokens_per_batch");
+    KILN_CHECK(r.max_tokens_per_batch >= 0, path, ": \"max_tokens_per_batch\" must be >= 0, got ",
+               r.max_tokens_per_batch);
+  }
   if (const auto* rng = field(st, "rng", "an object", is_object)) {
     const auto* seed = field(*rng, "seed", "an unsigned integer", is_uint);
     const auto* offset = field(*rng, "offset", "an unsigned integer", is_uint);
@@ -285,6 +303,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   c.config = ModelConfig::from_json_file(dir + "/config.json");
   c.model = nn::load_safetensors(dir + "/model.safetensors");
   c.optimizer = nn::load_safetensors(dir + "/optimizer.safetensors");
+  merge_optimizer_shards(dir, c.optimizer);
   const std::string path = dir + "/trainer_state.json";
   c.trainer_state = read_json_object(path);
   c.resume = parse_resume_state(c.trainer_state, path);

@@ -55,7 +55,34 @@ struct CheckpointData {
   // Further files by name (e.g. "vocab.txt", "tokenizer_config.json"), so a
   // checkpoint is a complete Hugging Face model directory. Plain names only.
   std::map<std::string, std::string> extra_files;
+  // Finished files moved (renamed) into the checkpoint by name, e.g. the
+  // other ranks' optimizer shards (Note [Optimizer shards]). Plain names only.
+  std::map<std::string, std::string> moved_files;
 };
+
+// Note [Optimizer shards]: with a sharded optimizer (--shard-optimizer) each
+// rank holds the state of the parameters it owns, so a checkpoint keeps
+// optimizer.safetensors for what all ranks share (param_groups, scheduler,
+// scaler) and one optimizer-shard-R-of-N.safetensors per rank with its
+// "optimizer.state.<i>.*" entries. Each rank writes its shard into
+// OUTPUT/.optimizer-shards-STEP/ (a shared filesystem, as --resume needs
+// anyway); rank 0 moves them into the checkpoint before its manifest, so the
+// manifest covers them and the save stays atomic. load_checkpoint() merges
+// the shards into one optimizer map (the unsharded state: a checkpoint
+// resumes on any number of ranks, sharded or not); `kiln checkpoint
+// consolidate DIR` rewrites a checkpoint with its shards merged into
+// optimizer.safetensors.
+std::string optimizer_shard_name(int rank, int world);  // "optimizer-shard-R-of-N.safetensors"
+// OUTPUT/.optimizer-shards-STEP: where the ranks write their shards of a save.
+std::string optimizer_shard_staging_dir(const std::string& output_dir, int64_t step);
+// Adds the "optimizer.state.*" entries of dir's optimizer shards (if any) to
+// `optimizer`: kiln::Error when a shard is missing from the set (R of N for
+// every R < N), when two files hold the same entry, or an entry is not state.
+void merge_optimizer_shards(const std::string& dir, std::map<std::string, Tensor>& optimizer);
+// Rewrites checkpoint `dir` (atomically, Note [Atomic checkpoints]) with its
+// optimizer shards merged into optimizer.safetensors; every other file kept.
+// Returns the number of shards merged (0: nothing to do, the checkpoint is left as it is).
+int consolidate_checkpoint(const std::string& dir);
 
 // Writes OUTPUT/checkpoint-STEP atomically (replacing one of the same step);
 // returns its path. Runs recover_checkpoints() first. With keep_last > 0,
@@ -90,6 +117,11 @@ struct ResumeState {
   bool has_rng = false;
   uint64_t rng_seed = 0, rng_offset = 0;
   std::optional<std::map<std::string, int64_t>> loader;
+  // The writing run's ranks, per-rank batch and accumulation (-1: not
+  // recorded, an older checkpoint: taken as this run's). Note [Elastic resume].
+  int64_t world_size = -1, batch_size = -1, grad_accum = -1;
+  // The writing run's --max-tokens-per-batch (-1: not recorded, i.e. 0).
+  int64_t max_tokens_per_batch = -1;
 };
 // kiln::Error "<path>: ..." for anything not of the types above.
 ResumeState parse_resume_state(const nlohmann::json& trainer_state, const std::string& path);

@@ -1,5 +1,6 @@
 #include "train/task_util.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -101,7 +102,14 @@ std::shared_ptr<const data::Corpus> open_text_corpus(const std::string& file, co
     const data::PrepareStats s = data::prepare_corpus({file}, tokenizer, prepared_dir.string());
     out << "  " << s.documents << " documents, " << s.sentences << " sentences, " << s.tokens << " tokens\n";
   }
-  if (group) group->barrier();  // the other ranks open what rank 0 wrote
+  if (group) {  // the other ranks open what rank 0 wrote
+    // Preparing a large corpus may take longer than the collective timeout:
+    // the others wait for it without one (a rank 0 that dies ends the job through mpirun).
+    const double timeout = group->timeout_seconds();
+    group->set_timeout_seconds(std::max(timeout, 7 * 24 * 3600.0));
+    group->barrier();
+    group->set_timeout_seconds(timeout);
+  }
   return data::TokenCorpus::open(prepared_dir.string());
 }
 

@@ -1,6 +1,7 @@
 // The training loop (train/trainer.h): optimizer, schedule, accumulation,
-// clipping, logging, evaluation, checkpoints and resume. One train() call is
-// a TrainingRun, in phases: set-up (agreed step counts, optimizer), resume or
+// clipping, logging, evaluation and data parallel; resume and saves are in
+// train/trainer_checkpoints.cpp. One train() call is a TrainingRun
+// (train/training_run.h), in phases: set-up (agreed step counts, optimizer), resume or
 // a fresh start, then steps (micro-batches, optimizer step, logging,
 // evaluation and saves, the stop check of Note [Preemption]; each a "step"
 // span of the profiler, which records the --profile-steps window) and the end
@@ -17,9 +18,9 @@
 
 #include "autograd/grad_mode.h"
 #include "core/file_util.h"
+#include "core/memory_summary.h"
 #include "core/profiler.h"
 #include "core/random.h"
-#include "data/integrity.h"
 #include "dist/ddp.h"
 #include "nn/freeze.h"
 #include "nn/hf_checkpoint.h"
@@ -32,15 +33,12 @@
 #include "train/preemption.h"
 #include "train/progress.h"
 #include "train/task_util.h"
+#include "train/training_run.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainingArguments& a, nn::Module& model) {
   auto groups = optim::param_groups_no_decay(model, a.weight_decay);
@@ -100,32 +98,6 @@ nn::LoraConfig lora_config_of(const TrainingArguments& a, const std::string& kin
   return c;
 }
 
-// The fields that fix the model's shapes; a checkpoint must agree on all.
-void check_same_architecture(const ModelConfig& saved, const ModelConfig& now, const std::string& where) {
-  const char* fix = " (resume with the flags of the run that wrote it, or choose another --output-dir)";
-  KILN_CHECK(saved.model_type() == now.model_type(), where, " was written for another model config: model_type is ",
-             saved.model_type(), " there and ", now.model_type(), " here", fix);
-  const auto& a = saved.facts().shape_fields;
-  const auto& b = now.facts().shape_fields;
-  KILN_CHECK(a.size() == b.size(), where, ": the shape fields of its config differ from this model's", fix);
-  for (size_t i = 0; i < a.size(); ++i)
-    KILN_CHECK(a[i] == b[i], where, " was written for another model config: ", a[i].first, " is ", a[i].second,
-               " there and ", b[i].second, " here", fix);
-}
-
-std::map<std::string, Tensor> prefixed(const std::string& prefix, const std::map<std::string, Tensor>& m) {
-  std::map<std::string, Tensor> out;
-  for (auto& [k, v] : m) out[prefix + k] = v;
-  return out;
-}
-
-std::map<std::string, Tensor> with_prefix(const std::string& prefix, const std::map<std::string, Tensor>& m) {
-  std::map<std::string, Tensor> out;
-  for (auto& [k, v] : m)
-    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
-  return out;
-}
-
 void write_text_atomic(const fs::path& path, const std::string& text) {
   write_file_atomic(path.string(), text);
 }
@@ -139,14 +111,6 @@ std::string format_metrics(const std::map<std::string, double>& m) {
   }
   return s;
 }
-
-// Sums over the micro-batches since the last log line.
-struct LogWindow {
-  double loss_sum = 0;
-  int64_t micro_batches = 0, tokens = 0, correct = 0, predicted = 0, steps = 0;
-  double grad_norm_sum = 0;
-  double start_time = seconds_now();
-};
 
 }  // namespace
 
@@ -162,83 +126,17 @@ int64_t total_training_steps(const TrainingArguments& a, size_t batches_per_epoc
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(micro / static_cast<double>(a.grad_accum))));
 }
 
+namespace detail {
 
-namespace {
-
-// The CRC-32C of the task's vocab.txt, else of its tokenizer.json ("" when
-// it writes neither): the run's vocabulary fingerprint, kept in every
-// checkpoint.
-std::string vocab_fingerprint(const TrainTask& task) {
-  const std::map<std::string, std::string> files = task.extra_files();
-  auto it = files.find("vocab.txt");
-  if (it == files.end()) it = files.find("tokenizer.json");
-  if (it == files.end()) return "";
-  return data::crc32c_hex(
-      data::crc32c({reinterpret_cast<const uint8_t*>(it->second.data()), it->second.size()}));
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Doubles reduced over the group (NCCL groups reduce GPU tensors only).
 std::vector<double> all_reduced(const dist::ProcessGroupPtr& group, std::vector<double> v, dist::ReduceOp op) {
   Tensor t = tensor(std::move(v)).to(group->device());
   group->all_reduce(t, op);
   return t.to_vector<double>();
 }
-
-// One call of train(): its phases as member functions (set-up, resume, steps,
-// logging, stopping, the end).
-class TrainingRun {
- public:
-  TrainingRun(const TrainingArguments& args, TrainTask& task, std::ostream& user_out, dist::ProcessGroupPtr group);
-  TrainResult run();
-
- private:
-  size_t agreed_batches_per_epoch();
-  void resume_or_start();
-  std::optional<FoundCheckpoint> choose_checkpoint();
-  void check_resumable(const std::string& path, const LoadedCheckpoint& ck);
-  void train_step();
-  MicroBatch next_micro_batch();
-  void log_step(double lr);
-  void after_step();
-  int agreed_stop_signal(const StopSignals& signals);
-  void save(int64_t s);
-  void evaluate(int64_t s);
-  void finish(int stop_signal);
-  void choose_trainable_parameters();
-  void save_final_model();
-  void profile_before_step();
-  void profile_after_step();
-  void write_profile();
-
-  const TrainingArguments& args_;
-  TrainTask& task_;
-  dist::ProcessGroupPtr group_;
-  const bool distributed_, main_;
-  std::ostringstream discard_;
-  std::ostream& out_;  // user_out on rank 0, discard_ elsewhere (Note [Data-parallel training])
-  const fs::path out_dir_;
-  size_t per_epoch_ = 0;
-  int64_t total_ = 0, warmup_ = 0;
-  nn::Module& model_;
-  std::optional<nn::LoraConfig> lora_;  // --lora-r: the adapters trained and saved
-  std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<optim::Scheduler> scheduler_;
-  std::vector<Tensor> params_;
-  // Mixed precision (ops/autocast.h, optim/grad_scaler.h): autocast around
-  // every forward; loss scaling only for float16.
-  const bool autocast_;
-  const DType low_;
-  optim::GradScaler scaler_;
-  std::string vocab_fingerprint_;  // of the run's start (Note [Exact resume])
-  std::optional<MetricLog> log_;
-  std::unique_ptr<dist::DistributedDataParallel> ddp_;
-  std::optional<Progress> progress_;
-  LogWindow window_;
-  TrainResult result_;
-  int64_t step_ = 0, steps_here_ = 0, last_saved_ = -1, last_eval_ = -1;
-  std::optional<std::pair<int64_t, int64_t>> profile_steps_;  // --profile-steps
-  std::unique_ptr<profiler::Profile> profile_;                 // recording the window now
-};
 
 TrainingRun::TrainingRun(const TrainingArguments& args, TrainTask& task, std::ostream& user_out,
                          dist::ProcessGroupPtr group)
@@ -313,104 +211,47 @@ size_t TrainingRun::agreed_batches_per_epoch() {
   return fewest;
 }
 
-// rank 0 picks the newest checkpoint that verifies; the others load the same step.
-std::optional<FoundCheckpoint> TrainingRun::choose_checkpoint() {
-  std::optional<FoundCheckpoint> found;
-  double step = -1;
-  if (main_) {
-    std::vector<std::string> skipped;
-    found = load_newest_valid_checkpoint(out_dir_.string(), &skipped);
-    for (const std::string& why : skipped) out_ << "--resume: skipping " << why << "\n";
-    if (found) {
-      step = static_cast<double>(found->checkpoint.resume.step);
-      KILN_CHECK(fs::path(found->path).filename() == "checkpoint-" + std::to_string(static_cast<int64_t>(step)),
-                 found->path, "/trainer_state.json holds step ", static_cast<int64_t>(step),
-                 ", which is not the directory's");
-    }
-  }
-  if (distributed_) step = all_reduced(group_, {main_ ? step : -1.0}, dist::ReduceOp::Max)[0];
-  KILN_CHECK(step >= 0, "--resume: no checkpoint in ", out_dir_.string(),
-             " verifies (", distributed_ ? "rank 0 says why" : "see the lines above", ")");
-  if (!main_) {
-    const std::string path = (out_dir_ / ("checkpoint-" + std::to_string(static_cast<int64_t>(step)))).string();
-    found = FoundCheckpoint{path, load_checkpoint(path)};
-  }
-  return found;
+// The gradient norm, clipped to --max-grad-norm when set. With stage-2
+// sharding each rank holds only its own gradients: the squares are added
+// over the ranks (rounding differs from the unsharded norm).
+double TrainingRun::clip_gradients() {
+  if (!ddp_ || ddp_->shard_stage() < 2 || group_->size() == 1)
+    return args_.max_grad_norm > 0 ? optim::clip_grad_norm(params_, args_.max_grad_norm) : optim::grad_norm(params_);
+  const double local = optim::grad_norm(params_);
+  const double total = std::sqrt(all_reduced(group_, {local * local}, dist::ReduceOp::Sum)[0]);
+  if (args_.max_grad_norm > 0) optim::clip_grads_to_norm(params_, args_.max_grad_norm, total);
+  return total;
 }
 
-void TrainingRun::check_resumable(const std::string& path, const LoadedCheckpoint& ck) {
-  const ResumeState& st = ck.resume;
-  check_same_architecture(ck.config, task_.model_config(), path);
-  KILN_CHECK(st.amp == args_.amp, path, " was written with --amp ", st.amp, "; resume it with the same --amp (not ",
-             args_.amp, ")");
-  KILN_CHECK(st.kind == task_.kind(), path, " is a '", st.kind.empty() ? "?" : st.kind,
-             "' checkpoint; this command trains '", task_.kind(), "'");
-  KILN_CHECK(st.total_steps == total_ && st.batches_per_epoch == static_cast<int64_t>(per_epoch_), path,
-             ": its run spans ", st.total_steps, " steps of ", st.batches_per_epoch,
-             " batches per epoch; these flags give ", total_, " steps of ", per_epoch_,
-             " (resume with the same data, batch size and step flags)");
-  KILN_CHECK(st.has_rng && st.loader, path, "/trainer_state.json lacks the ", st.has_rng ? "\"loader\"" : "\"rng\"",
-             " state a resume needs");
-  const std::string& started_with = st.vocab_crc32c;
-  KILN_CHECK(started_with.empty() || started_with == vocab_fingerprint_, path,
-             ": the run started with another vocabulary (vocab.txt CRC-32C, else tokenizer.json's: ", started_with, "; this command's is ",
-             vocab_fingerprint_.empty() ? "none" : vocab_fingerprint_,
-             "): resume with the --model / --vocab of the run that wrote it");
-  if (!started_with.empty()) vocab_fingerprint_ = started_with;
+// DDP, and with --shard-optimizer the optimizer's share of the parameters
+// (Note [Sharded optimizer state] in dist/ddp.h).
+void TrainingRun::start_data_parallel() {
+  dist::DDPOptions options;
+  options.shard_stage = static_cast<int>(args_.shard_optimizer);
+  ddp_ = std::make_unique<dist::DistributedDataParallel>(model_, group_, options);
+  if (args_.shard_optimizer == 0) return;
+  std::vector<Tensor> flat;
+  for (const optim::ParamGroup& g : optimizer_->param_groups()) flat.insert(flat.end(), g.params.begin(), g.params.end());
+  optimizer_->set_owned(ddp_->owned_mask(flat));
+  int64_t all = 0;
+  for (const Tensor& t : flat) all += t.numel();
+  out_ << "sharded optimizer (ZeRO stage " << args_.shard_optimizer << "): rank 0 keeps the state of "
+       << ddp_->owned_numel() << " of " << all << " parameters\n";
 }
 
-// Resume (rank 0 first repairs an interrupted save), or refuse to mix a new
-// run into an old one's files.
-void TrainingRun::resume_or_start() {
-  vocab_fingerprint_ = vocab_fingerprint(task_);
-  if (main_)
-    for (const std::string& line : recover_checkpoints(out_dir_.string())) out_ << line << "\n";
-  if (distributed_) group_->barrier();
-  if (!args_.resume) {
-    KILN_CHECK(list_checkpoints(out_dir_.string()).empty() && !fs::exists(out_dir_ / "metrics.jsonl"),
-               out_dir_.string(),
-               " already holds a training run; pass --resume to continue it or choose another --output-dir");
-    return;
+// One line per rank on rank 0 (a collective): the optimizer state this rank
+// holds (about 1/world of it with --shard-optimizer) and its peak RSS.
+void TrainingRun::report_memory_per_rank() {
+  const Tensor mine = tensor(std::vector<double>{static_cast<double>(optimizer_->state_bytes()),
+                                                 static_cast<double>(resident_peak_bytes())})
+                          .to(group_->device());
+  const std::vector<double> all = group_->all_gather(mine).to(kCPU).to_vector<double>();
+  for (int r = 0; r < group_->size(); ++r) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "rank %d: optimizer state %.1f MiB, peak RSS %.1f MiB\n", r,
+                  all[2 * static_cast<size_t>(r)] / 1048576.0, all[2 * static_cast<size_t>(r) + 1] / 1048576.0);
+    out_ << line;
   }
-  KILN_CHECK(!list_checkpoints(out_dir_.string()).empty(), "--resume: no checkpoint-* directory in ",
-             out_dir_.string());
-  const std::optional<FoundCheckpoint> found = choose_checkpoint();
-  const LoadedCheckpoint& ck = found->checkpoint;
-  const ResumeState& st = ck.resume;
-  check_resumable(found->path, ck);
-  model_.load_state_dict(ck.model);
-  optimizer_->load_state_dict(with_prefix("optimizer.", ck.optimizer));
-  scheduler_->load_state_dict(with_prefix("scheduler.", ck.optimizer));
-  if (scaler_.is_enabled()) scaler_.load_state_dict(with_prefix("scaler.", ck.optimizer));
-  default_generator().set_state({st.rng_seed, st.rng_offset});
-  task_.load_loader_state(data::LoaderState::from_map(*st.loader));
-  step_ = st.step;
-  out_ << "resuming from " << found->path << " at step " << step_ << "/" << total_ << "\n";
-}
-
-void TrainingRun::save(int64_t s) {
-  if (!main_) return;
-  CheckpointData data;
-  data.model = model_.state_dict();
-  data.optimizer = prefixed("optimizer.", optimizer_->state_dict());
-  for (auto& [k, v] : prefixed("scheduler.", scheduler_->state_dict())) data.optimizer[k] = v;
-  for (auto& [k, v] : prefixed("scaler.", scaler_.state_dict())) data.optimizer[k] = v;
-  const data::LoaderState ls = task_.loader_state();
-  const PhiloxState rng = default_generator().state();
-  data.trainer_state = {{"step", s},
-                        {"total_steps", total_},
-                        {"batches_per_epoch", per_epoch_},
-                        {"kind", task_.kind()},
-                        {"amp", args_.amp},
-                        {"epoch", static_cast<double>(ls.epoch) + static_cast<double>(ls.batches_consumed) / per_epoch_},
-                        {"loader", ls.to_map()},
-                        {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
-                        {"vocab_crc32c", vocab_fingerprint_},
-                        {"eval", result_.eval},
-                        {"args", args_.to_json()}};
-  data.config = task_.model_config();
-  data.extra_files = task_.extra_files();
-  result_.last_checkpoint = save_checkpoint(out_dir_.string(), s, data, static_cast<int>(args_.save_total_limit));
 }
 
 void TrainingRun::evaluate(int64_t s) {
@@ -464,11 +305,11 @@ void TrainingRun::train_step() {
   }
   if (ddp_) ddp_->finish_gradient_sync();
   scaler_.unscale_(*optimizer_);
-  window_.grad_norm_sum +=
-      args_.max_grad_norm > 0 ? optim::clip_grad_norm(params_, args_.max_grad_norm) : optim::grad_norm(params_);
+  window_.grad_norm_sum += clip_gradients();
   const double lr = optimizer_->lr(0);
   // A step skipped for non-finite fp16 gradients leaves the schedule where it is (as HF's Trainer).
   if (scaler_.step(*optimizer_)) scheduler_->step();
+  if (ddp_) ddp_->gather_parameters();  // sharded: each owner's updated parameters to every rank
   scaler_.update();
   ++step_;
   ++steps_here_;
@@ -558,6 +399,7 @@ void TrainingRun::finish(int stop_signal) {
   result_.stop_signal = result_.finished ? 0 : stop_signal;
   if (result_.finished && last_eval_ != step_) evaluate(step_);
   if (last_saved_ != step_) save(step_);
+  if (distributed_ && group_->size() > 1) report_memory_per_rank();
   if (result_.finished && main_) {
     save_final_model();
     const fs::path plot = log_->write_plot();
@@ -587,7 +429,7 @@ TrainResult TrainingRun::run() {
   resume_or_start();
   if (distributed_) group_->barrier();  // every rank has checked the output directory before rank 0 writes to it
   if (main_) log_.emplace(out_dir_);
-  if (distributed_) ddp_ = std::make_unique<dist::DistributedDataParallel>(model_, group_);
+  if (distributed_) start_data_parallel();
   model_.train();
   progress_.emplace(total_, out_, &out_ == &std::cout && stdout_is_terminal(), step_);
   int stop_signal = 0;
@@ -606,10 +448,10 @@ TrainResult TrainingRun::run() {
   return result_;
 }
 
-}  // namespace
+}  // namespace detail
 
 TrainResult train(const TrainingArguments& args, TrainTask& task, std::ostream& out, dist::ProcessGroupPtr group) {
-  return TrainingRun(args, task, out, std::move(group)).run();
+  return detail::TrainingRun(args, task, out, std::move(group)).run();
 }
 
 }  // namespace kiln::train

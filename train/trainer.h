@@ -104,6 +104,11 @@ struct TrainingArguments {
   int64_t batch_size = 32;
   int64_t eval_batch_size = 0;  // 0: batch_size
   int64_t grad_accum = 1;
+  // > 0: training batches of similar-length examples, at most batch_size of
+  // them and at most this many padded tokens each (Note [Token-budgeted
+  // batches], data/token_budget_sampler.h); tasks with variable-length
+  // examples only (sequence and token classification).
+  int64_t max_tokens_per_batch = 0;
   double lr = 5e-5;
   double warmup_ratio = 0.0;
   int64_t warmup_steps = 0;  // > 0 overrides warmup_ratio
@@ -159,6 +164,10 @@ struct TrainingArguments {
   // the tool from dist::init_process_group(), not flags). Each rank trains on
   // its shard (data::DistributedSampler) with batch_size examples per step.
   int64_t rank = 0, world_size = 1;
+  // Data parallel: 1 or 2 shards the optimizer state (ZeRO stage 1; 2 also
+  // reduce-scatters the gradients): Note [Sharded optimizer state] in
+  // dist/ddp.h. 0: every rank keeps all of it.
+  int64_t shard_optimizer = 0;
   // Profiling (Note [Profiler], core/profiler.h): "A:B" records steps A..B
   // (1-based, A <= B) and writes their Chrome trace and key_averages table
   // into profile_dir ("": <output_dir>/profile), never over an existing file.

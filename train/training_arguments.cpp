@@ -92,10 +92,19 @@ void TrainingArguments::validate() const {
   auto positive = [](const char* flag, int64_t v) { KILN_CHECK(v >= 1, flag, " must be >= 1, got ", v); };
   positive("--batch-size", batch_size);
   positive("--grad-accum", grad_accum);
+  KILN_CHECK(max_tokens_per_batch >= 0, "--max-tokens-per-batch must be >= 0 (0: off), got ", max_tokens_per_batch);
+  KILN_CHECK(max_tokens_per_batch == 0 || task == "sequence-classification" || task == "token-classification",
+             "--max-tokens-per-batch is for sequence-classification and token-classification; the ", task,
+             " task's examples all have --max-seq-length tokens");
   positive("--max-seq-length", max_seq_length);
   positive("--logging-steps", logging_steps);
   KILN_CHECK(eval_batch_size >= 0, "--eval-batch-size must be >= 0, got ", eval_batch_size);
   KILN_CHECK(workers >= 0, "--workers must be >= 0, got ", workers);
+  KILN_CHECK(shard_optimizer >= 0 && shard_optimizer <= 2, "--shard-optimizer must be 0, 1 or 2 (ZeRO stage), got ",
+             shard_optimizer);
+  KILN_CHECK(!(shard_optimizer == 2 && amp == "fp16"),
+             "--shard-optimizer 2 with --amp fp16 is not supported (the loss scaler would see only this rank's "
+             "gradients); use --shard-optimizer 1 or --amp bf16");
   KILN_CHECK(std::isfinite(lr) && lr >= 0, "--lr must be a finite number >= 0, got ", lr);
   KILN_CHECK(warmup_ratio >= 0 && warmup_ratio <= 1, "--warmup-ratio must be in [0, 1], got ", warmup_ratio);
   KILN_CHECK(warmup_steps >= 0, "--warmup-steps must be >= 0, got ", warmup_steps);
@@ -163,6 +172,7 @@ nlohmann::json TrainingArguments::to_json() const {
           {"batch_size", batch_size},
           {"eval_batch_size", eval_batch_size},
           {"grad_accum", grad_accum},
+          {"max_tokens_per_batch", max_tokens_per_batch},
           {"lr", lr},
           {"warmup_ratio", warmup_ratio},
           {"warmup_steps", warmup_steps},
@@ -195,7 +205,8 @@ nlohmann::json TrainingArguments::to_json() const {
           {"lora_bias", lora_bias},
           {"lora_rslora", lora_rslora},
           {"adapter", adapter},
-          {"gradient_checkpointing", gradient_checkpointing}};
+          {"gradient_checkpointing", gradient_checkpointing},
+          {"shard_optimizer", shard_optimizer}};
 }
 
 }  // namespace kiln::train

@@ -113,6 +113,63 @@ TEST(Collectives, AllGatherStacksTheRanks) {
         << "row " << r;
 }
 
+// reduce_scatter against the MPI reference: all_reduce of the whole tensor,
+// then this rank's row; bitwise, every op and dtype.
+TEST(Collectives, ReduceScatterIsTheAllReducedRowOfThisRank) {
+  const int world = pg().size();
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min, ReduceOp::Product}) {
+      if (op == ReduceOp::Avg && !is_floating(dtype)) continue;
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + reduce_op_name(op));
+      Tensor t = rank_tensor(pg().rank(), world * 13, dtype).view({world, 13});
+      Tensor reference = t.clone();
+      pg().all_reduce(reference, op);
+      Tensor mine = pg().reduce_scatter(t, op);
+      ASSERT_EQ(mine.sizes(), (Shape{13}));
+      EXPECT_EQ(mine.to_vector<double>(), reference.select(0, pg().rank()).to_vector<double>());
+    }
+  }
+  EXPECT_KILN_ERROR(pg().reduce_scatter(ones({world + 1, 2})), "one chunk per rank");
+}
+
+// The uneven forms: rank r gets (or gives) r + 2 elements (and rank 1 none,
+// when there are two ranks or more); float sums over two ranks are bitwise
+// the all_reduce's.
+TEST(Collectives, UnevenReduceScatterAndAllGatherv) {
+  const int world = pg().size();
+  std::vector<int64_t> counts;
+  for (int r = 0; r < world; ++r) counts.push_back(r == 1 ? 0 : r + 2);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const std::vector<int64_t> offsets = detail::segment_offsets(counts);
+  Tensor in = mul(rand({total}), pg().rank() + 1.0);
+  Tensor reference = in.clone();
+  pg().all_reduce(reference, ReduceOp::Sum);
+  const int64_t mine = counts[static_cast<size_t>(pg().rank())];
+  Tensor out = empty_tensor({mine}, DType::Float32, kCPU);
+  pg().reduce_scatter_raw(in.raw_data(), out.raw_data(), counts, DType::Float32, ReduceOp::Sum)->wait();
+  const std::vector<float> want = reference.narrow(0, offsets[static_cast<size_t>(pg().rank())], mine).to_vector<float>();
+  const std::vector<float> got_sum = out.to_vector<float>();
+  for (int64_t i = 0; i < mine; ++i) {
+    if (world <= 2) ASSERT_EQ(got_sum[i], want[i]) << i;
+    else ASSERT_NEAR(got_sum[i], want[i], 1e-5 * world) << i;
+  }
+
+  Tensor piece = add(zeros({mine}, DType::Int64), 100 * pg().rank());
+  Tensor gathered = zeros({total}, DType::Int64);
+  pg().all_gatherv_raw(piece.raw_data(), gathered.raw_data(), counts, DType::Int64)->wait();
+  const std::vector<int64_t> got = gathered.to_vector<int64_t>();
+  for (int r = 0; r < world; ++r)
+    for (int64_t i = 0; i < counts[static_cast<size_t>(r)]; ++i)
+      ASSERT_EQ(got[static_cast<size_t>(offsets[static_cast<size_t>(r)] + i)], 100 * r) << "segment " << r;
+  EXPECT_KILN_ERROR(pg().all_gatherv_raw(piece.raw_data(), gathered.raw_data(), std::vector<int64_t>(world + 1, 1),
+                                        DType::Int64),
+                    "counts for a group of size");
+  EXPECT_KILN_ERROR(pg().reduce_scatter_raw(in.raw_data(), out.raw_data(), std::vector<int64_t>(world, -1),
+                                           DType::Float32, ReduceOp::Sum),
+                    "negative count");
+}
+
 TEST(Collectives, BarrierWaitsForTheSlowestRank) {
   if (pg().size() == 1) GTEST_SKIP() << "needs two ranks";
   pg().barrier();  // line up
@@ -189,6 +246,10 @@ TEST(CudaNccl, OneRankGroupRunsEveryCollectiveOnTheGpu) {
     nccl->broadcast(t, 0);
     EXPECT_EQ(t.to_vector<double>(), before);
     EXPECT_EQ(nccl->all_gather(t).select(0, 0).to_vector<double>(), before);
+    EXPECT_EQ(nccl->reduce_scatter(t.view({1, 1000}), ReduceOp::Avg).to_vector<double>(), before);
+    Tensor out = empty_tensor({1000}, dtype, gpu);
+    nccl->all_gatherv_raw(t.raw_data(), out.raw_data(), {1000}, dtype)->wait();
+    EXPECT_EQ(out.to_vector<double>(), before);
   }
   nccl->barrier();
   Tensor cpu = rank_tensor(0, 4, DType::Float32);
@@ -206,6 +267,7 @@ TEST(Collectives, SingleGroupIsTheIdentity) {
   EXPECT_EQ(t.to_vector<double>(), before);
   EXPECT_EQ(one->all_gather(t).sizes(), (Shape{1, 8}));
   EXPECT_EQ(one->all_gather(t).select(0, 0).to_vector<double>(), before);
+  EXPECT_EQ(one->reduce_scatter(t.view({1, 8}), ReduceOp::Avg).to_vector<double>(), before);
   one->barrier();
   EXPECT_KILN_ERROR(one->broadcast(t, 1), "root 1");
 }

@@ -19,6 +19,7 @@
 #include "nn/lora.h"
 #include "nn/models/bert.h"
 #include "optim/adamw.h"
+#include "optim/lamb.h"
 #include "tests/dist/dist_test_util.h"
 
 namespace kiln::dist {
@@ -250,6 +251,69 @@ TEST(DDP, LoraAdaptersReduceOnlyWhatTrains) {
   EXPECT_EQ(buckets, 2 * 2 * 2);  // A and B of query and value in two layers
   expect_close(ddp, ref, 1e-5, "DDP with LoRA vs one process");
   for (const Tensor& p : ddp.back()) EXPECT_TRUE(testing::same_on_all_ranks(p));
+}
+
+// Note [Sharded optimizer state]: the same steps with the optimizer state
+// sharded; `lamb` picks LAMB (per-parameter trust ratios) over AdamW.
+History train_sharded(int stage, bool lamb, int64_t* owned = nullptr, size_t* state_entries = nullptr) {
+  manual_seed(42 + 1000 * static_cast<uint64_t>(pg().rank()));
+  nn::BertForMaskedLM model(tiny_config());
+  DDPOptions o;
+  o.shard_stage = stage;
+  o.bucket_cap_bytes = 16 << 10;  // several buckets, so segments cross bucket edges
+  DistributedDataParallel ddp(model, default_process_group(), o);
+  std::unique_ptr<optim::Optimizer> opt;
+  if (lamb) opt = std::make_unique<optim::LAMB>(model.parameters(), optim::LAMBOptions{});
+  else opt = std::make_unique<optim::AdamW>(model.parameters(), adamw_options());
+  opt->set_owned(ddp.owned_mask(model.parameters()));
+  History h;
+  for (int step = 0; step < kSteps; ++step) {
+    loss_of(model, shard(global_batch(step, 0))).backward();
+    ddp.finish_gradient_sync();
+    if (stage == 2 && pg().size() > 1) {
+      for (const Tensor& p : model.parameters())  // only what this rank owns keeps a gradient
+        EXPECT_EQ(p.grad().defined(), ddp.owner(p) == pg().rank());
+    }
+    opt->step();
+    ddp.gather_parameters();
+    opt->zero_grad();
+    h.push_back(snapshot(model));
+  }
+  if (owned) *owned = ddp.owned_numel();
+  if (state_entries) *state_entries = opt->state_dict().size();
+  return h;
+}
+
+TEST(DDP, ShardedOptimizerStateTrainsBitwiseAsUnsharded) {
+  for (bool lamb : {false, true}) {
+    SCOPED_TRACE(lamb ? "LAMB" : "AdamW");
+    int64_t owned = 0;
+    size_t entries1 = 0, entries0 = 0;
+    const History plain = train_sharded(0, lamb, nullptr, &entries0);
+    const History one = train_sharded(1, lamb, &owned, &entries1);
+    const History two = train_sharded(2, lamb);
+    EXPECT_TRUE(bitwise_equal(one, plain)) << "stage 1";
+    // Over 2 ranks a reduce-scatter adds a + b as the all-reduce does; over more, MPI may order the sum otherwise.
+    if (pg().size() <= 2) {
+      EXPECT_TRUE(bitwise_equal(two, plain)) << "stage 2";
+    } else {
+      expect_close(two, plain, 1e-5, "stage 2");
+    }
+    for (const Tensor& p : two.back()) EXPECT_TRUE(testing::same_on_all_ranks(p));
+    // About 1/world of the elements (whole tensors: within the largest one), and state only for those.
+    const nn::BertForMaskedLM m(tiny_config());
+    int64_t total = 0, largest = 0;
+    for (const Tensor& p : m.parameters()) {
+      total += p.numel();
+      largest = std::max(largest, p.numel());
+    }
+    Tensor all = pg().all_gather(tensor(std::vector<double>{static_cast<double>(owned)}));
+    EXPECT_EQ(sum(all).item<double>(), static_cast<double>(total));
+    EXPECT_LE(std::abs(static_cast<double>(owned) - static_cast<double>(total) / pg().size()), largest);
+    if (pg().size() > 1) {
+      EXPECT_LT(entries1, entries0);
+    }
+  }
 }
 
 TEST(DDP, BucketSizeDoesNotChangeOneBit) {
