@@ -270,8 +270,10 @@ void merge(TracedModel& m, const std::vector<Graph>& gs) {
         for (const Graph& h : gs) {
           const double x = std::get<double>(h.nodes[i].attrs[j].value);
           varies = varies || x != std::get<double>(a.attrs[j].value);
-          whole = whole && std::nearbyint(x) == x && std::abs(x) < 9e15;
-          v.push_back(static_cast<int64_t>(x));
+          const bool x_whole = std::nearbyint(x) == x && std::abs(x) < 9e15;
+          whole = whole && x_whole;
+          // Only a whole number is converted (-FLT_MAX, a mask's fill value, is no int64).
+          v.push_back(x_whole ? static_cast<int64_t>(x) : 0);
         }
         if (!varies) continue;
         KILN_CHECK(whole, "ONNX export: ", what, " is a fractional number that changes with the input sizes");

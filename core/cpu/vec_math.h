@@ -15,7 +15,10 @@ namespace kiln::cpu {
 inline float exp_f32(float x) {
   // exp(x) = 2^n * exp(r), n = round(x / ln2), |r| <= ln2 / 2 (Cody-Waite split
   // of ln2); 2^n applied as two halves so subnormal results come out right.
-  const float xc = x < -103.972084f ? -103.972084f : (x > 88.7228394f ? 88.7228394f : x);
+  // The clamp sends NaN to the low bound (it fails both tests), so the int
+  // conversion below never sees NaN (undefined behaviour, UBSan's
+  // float-cast-overflow); the last line returns the NaN itself.
+  const float xc = x > -103.972084f ? (x < 88.7228394f ? x : 88.7228394f) : -103.972084f;
   // round to nearest by the 1.5 * 2^23 trick: plain arithmetic, so it vectorises
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
