@@ -68,6 +68,12 @@ inline double max_abs(const Tensor& t) { return t.numel() ? amax(abs(t.to(DType:
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   return max_abs(sub(a.to(DType::Float64), b.to(DType::Float64)));
 }
+// How far two float32 implementations' outputs may differ: 2e-5 of the
+// largest |value| (float32 sums in another order: torch's GEMM against
+// oneDNN's, FMA contraction that differs between compilers and builds), at
+// least 1e-4. Llama's logits reach ~14: 1.43e-4 seen in the sanitizer build
+// (GCC's and clang's alike), under 1e-4 in Release.
+inline double output_tolerance(const Tensor& want) { return std::max(1e-4, 2e-5 * max_abs(want)); }
 
 // Zeroes the padded positions of a (B, T, ...) tensor: neither side's values there are read.
 inline Tensor at_tokens(const Tensor& x, const Tensor& mask) {
