@@ -17,7 +17,10 @@
 #   4. the build option the kit needs is real: kiln built against the kit
 #      with KILN_MPI=OFF (and no CUDA, to keep CI's single CUDA compile)
 #      builds, reports "mpi: off", and passes its one-process data-parallel
-#      tests, where asking for MPI is the error "built without MPI".
+#      tests, where asking for MPI is the error "built without MPI". That
+#      build is unoptimised (-O0, no debug information): it proves the kit
+#      and the option, not speed, and compiles in 56% of a Release build's time
+#      (433 s against 768 s of CPU time on 2 cores, 2026-12-07).
 # Usage: tools/gpu_bundle_check.sh ARCHIVE WORKDIR [JOBS]
 # Exit status 0 when every check passed.
 set -uo pipefail
@@ -156,7 +159,8 @@ else
 fi
 
 # ---- 4. KILN_MPI=OFF, built against the kit and tested ---------------------------------
-if kit_configure "$WORK/kit-nompi" -DKILN_CUDA=OFF -DKILN_NCCL=OFF -DKILN_MPI=OFF; then
+if kit_configure "$WORK/kit-nompi" -DKILN_CUDA=OFF -DKILN_NCCL=OFF -DKILN_MPI=OFF \
+     -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0; then
   if ninja -C "$WORK/kit-nompi" -j "$JOBS" kiln_cli kiln_dist_tests > "$WORK/kit-nompi.build.log" 2>&1; then
     pass "KILN_MPI=OFF build against the kit"
     info=$("$WORK/kit-nompi/bin/kiln" info 2>&1)

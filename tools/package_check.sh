@@ -33,7 +33,7 @@ if [[ ${1:-} == --inside ]]; then
   cp "$pkgdir"/*.deb "$top/root/tmp/debs/"
   cp -r "$examples/." "$top/root/tmp/examples/"
   exec chroot "$top/root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 \
-    OMP_NUM_THREADS="${OMP_NUM_THREADS:-}" bash -euo pipefail -c '
+    ${OMP_NUM_THREADS:+OMP_NUM_THREADS="$OMP_NUM_THREADS"} bash -euo pipefail -c '
     cd /tmp/debs
     echo "package_check: installing" *.deb
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq /tmp/debs/*.deb >/tmp/apt.log 2>&1 ||
